@@ -1,0 +1,104 @@
+# vitc — Vision Transformers in C.   make [all|test|bench-ops|deps|clean] [SAN=1] [NO_OMP=1] [CUDA=1]
+CC      ?= gcc
+ARCH    ?= -march=native
+CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Wshadow -MMD -MP -Isrc -I/usr/include/stb
+LDLIBS  := -lm
+ifeq ($(WERROR),1)
+  CFLAGS += -Werror
+endif
+
+ifeq ($(SAN),1)
+  MODE    := san
+  CFLAGS  += -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+else
+  MODE    := release
+  CFLAGS  += -O3 $(ARCH) -g
+endif
+
+# ---- dependency detection: prints what it found, names the Debian package of what it did not ----
+have_header = $(shell printf '\#include <$(1)>\n' | $(CC) -E -I/usr/include/stb -x c - >/dev/null 2>&1 && echo yes)
+BLAS_OMP_DIR := $(firstword $(wildcard /usr/lib/*/openblas-openmp))
+MISSING :=
+ifeq ($(call have_header,cblas.h),yes)
+  ifneq ($(BLAS_OMP_DIR),)
+    FOUND += OpenBLAS(OpenMP build)
+    LDFLAGS += -L$(BLAS_OMP_DIR) -Wl,-rpath,$(BLAS_OMP_DIR)
+  else
+    FOUND += OpenBLAS(not the OpenMP build: batched small GEMMs will oversubscribe threads)
+  endif
+  LDLIBS += -lopenblas
+else
+  MISSING += libopenblas-openmp-dev
+endif
+ifeq ($(call have_header,stb_image.h),yes)
+  FOUND += stb_image
+else
+  MISSING += libstb-dev
+endif
+ifeq ($(call have_header,cjson/cJSON.h),yes)
+  FOUND += cJSON
+  LDLIBS += -lcjson
+else
+  MISSING += libcjson-dev
+endif
+ifeq ($(NO_OMP),1)
+  FOUND += no-OpenMP(NO_OMP=1)
+  CFLAGS += -Wno-unknown-pragmas
+else
+  CFLAGS += -fopenmp
+  LDFLAGS += -fopenmp
+  FOUND += OpenMP
+endif
+ifeq ($(CUDA),1)
+  $(error CUDA=1: the CUDA backend is not part of this build yet (see the CUDA issue))
+endif
+
+BUILD := build/$(MODE)
+LIB_SRC   := $(wildcard src/*/*.c) $(wildcard models/*.c) $(wildcard models/attn/*.c)
+TEST_SRC  := $(wildcard tests/*.c)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+.PHONY: all test bench-ops deps clean check-deps
+all: check-deps $(BUILD)/test_runner $(BUILD)/bench_ops
+
+check-deps:
+	@echo "vitc build ($(MODE)): found $(FOUND)"
+ifneq ($(strip $(MISSING)),)
+	@echo "error: missing Debian packages: $(MISSING)"; \
+	 echo "       run 'make deps' as root, or: apt-get install $(MISSING)"; exit 1
+endif
+
+deps:
+	@if [ -n "$(strip $(MISSING))" ] || ! ls /usr/lib/*/openblas-openmp >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "error: installing packages needs root: apt-get install libopenblas-openmp-dev libstb-dev libcjson-dev"; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    libopenblas-openmp-dev libstb-dev libcjson-dev; \
+	else echo "dependencies present: $(FOUND)"; fi
+
+$(BUILD)/%.o: %.c | check-deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libvitc.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/test_runner: $(TEST_OBJ) $(BUILD)/libvitc.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bench_ops: $(BUILD)/tools/bench_ops.o $(BUILD)/libvitc.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+test: check-deps $(BUILD)/test_runner
+	$(BUILD)/test_runner $(T)
+
+bench-ops: check-deps $(BUILD)/bench_ops
+	$(BUILD)/bench_ops
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tools/bench_ops.d

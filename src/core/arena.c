@@ -1,0 +1,92 @@
+#include "arena.h"
+
+#include <string.h>
+
+#include "check.h"
+
+#define ARENA_ALIGN 64
+
+struct arena_chunk {
+    arena_chunk *next;
+    size_t size, offset;
+    char *base;
+};
+
+arena vitc_arena = {NULL, 0, 0, 64u << 20};
+
+static arena_chunk *chunk_new(size_t size) {
+    arena_chunk *c = xmalloc(sizeof(arena_chunk));
+    c->base = aligned_alloc(ARENA_ALIGN, (size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN);
+    CHECK(c->base, "out of memory: arena chunk of %zu bytes", size);
+    vitc_heap_allocs++;
+    c->size = size;
+    c->offset = 0;
+    c->next = NULL;
+    return c;
+}
+
+void arena_init(arena *a, size_t chunk_bytes) {
+    a->head = NULL;
+    a->used = a->peak = 0;
+    a->chunk_bytes = chunk_bytes;
+}
+
+void arena_free(arena *a) {
+    for (arena_chunk *c = a->head, *next; c; c = next) {
+        next = c->next;
+        free(c->base);
+        free(c);
+    }
+    a->head = NULL;
+    a->used = 0;
+}
+
+void *arena_alloc(arena *a, size_t bytes) {
+    size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    if (need == 0) need = ARENA_ALIGN;
+    arena_chunk *c = a->head;
+    if (!c || c->offset + need > c->size) {
+        size_t size = need > a->chunk_bytes ? need : a->chunk_bytes;
+        c = chunk_new(size);
+        c->next = a->head;
+        a->head = c;
+    }
+    void *p = c->base + c->offset;
+    c->offset += need;
+    a->used += need;
+    if (a->used > a->peak) a->peak = a->used;
+    return p;
+}
+
+void *arena_calloc(arena *a, size_t bytes) {
+    void *p = arena_alloc(a, bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+void arena_reset(arena *a) {
+    if (a->head && a->head->next) {
+        /* the step spilled over several chunks: replace them by one block that fits the peak */
+        size_t size = a->peak > a->chunk_bytes ? a->peak : a->chunk_bytes;
+        arena_free(a);
+        a->head = chunk_new(size);
+    }
+    if (a->head) a->head->offset = 0;
+    a->used = 0;
+}
+
+arena_mark arena_get_mark(const arena *a) {
+    arena_mark m = {a->head, a->head ? a->head->offset : 0, a->used};
+    return m;
+}
+
+void arena_release(arena *a, arena_mark m) {
+    while (a->head && a->head != m.chunk) {
+        arena_chunk *c = a->head;
+        a->head = c->next;
+        free(c->base);
+        free(c);
+    }
+    if (a->head) a->head->offset = m.offset;
+    a->used = m.used;
+}

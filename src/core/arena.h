@@ -1,0 +1,29 @@
+/* Bump allocator for activations, saved tensors and gradients of one step. Reset after the optimizer
+ * step; when a step outgrew the first chunk, the reset replaces the chunks by one block of the peak
+ * size, so from the second step on no step touches the system heap. */
+#pragma once
+#include <stddef.h>
+
+typedef struct arena_chunk arena_chunk;
+typedef struct arena {
+    arena_chunk *head;  /* newest chunk first */
+    size_t used;        /* bytes handed out across all chunks since the last reset */
+    size_t peak;        /* high-water mark of `used` since creation */
+    size_t chunk_bytes; /* default size of a new chunk */
+} arena;
+
+typedef struct arena_mark {
+    arena_chunk *chunk;
+    size_t offset, used;
+} arena_mark;
+
+void arena_init(arena *a, size_t chunk_bytes);
+void arena_free(arena *a);
+void *arena_alloc(arena *a, size_t bytes); /* 64-byte aligned, uninitialised */
+void *arena_calloc(arena *a, size_t bytes);
+void arena_reset(arena *a);
+arena_mark arena_get_mark(const arena *a);
+void arena_release(arena *a, arena_mark m); /* frees everything allocated after the mark */
+
+/* The activation arena all ops allocate from. */
+extern arena vitc_arena;

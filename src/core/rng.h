@@ -1,0 +1,27 @@
+/* Seeded random numbers: xoshiro256** seeded through splitmix64 from (seed, stream), so each purpose
+ * (init, data order, augmentation, mixup, drop path, ...) has its own independent stream. */
+#pragma once
+#include <stdint.h>
+
+typedef struct rng {
+    uint64_t s[4];
+} rng;
+
+typedef enum {
+    RNG_INIT = 1,
+    RNG_DATA_ORDER,
+    RNG_AUGMENT,
+    RNG_MIXUP,
+    RNG_DROP_PATH,
+    RNG_DROPOUT,
+    RNG_TEST
+} rng_stream;
+
+void rng_seed(rng *r, uint64_t seed, uint64_t stream);
+uint64_t rng_u64(rng *r);
+uint32_t rng_below(rng *r, uint32_t n); /* uniform in [0, n) */
+float rng_uniform(rng *r);              /* uniform in [0, 1) with 24 random bits */
+double rng_uniform_f64(rng *r);         /* uniform in [0, 1) with 53 random bits */
+float rng_normal(rng *r);               /* standard normal (Box-Muller) */
+/* Normal(0, std) redrawn until inside [lo, hi], as timm's trunc_normal_ (bounds are absolute). */
+float rng_trunc_normal(rng *r, float std, float lo, float hi);

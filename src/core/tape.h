@@ -1,0 +1,43 @@
+/* Eager autograd tape. An op whose inputs need a gradient appends one node: {op id, output, inputs,
+ * saved tensors, small POD arguments}. tape_backward walks the nodes in reverse and calls each op's
+ * backward, which accumulates (+=) into the inputs' gradients. With grad mode off nothing is recorded. */
+#pragma once
+#include "tensor.h"
+
+#define TAPE_MAX_INPUTS 4
+#define TAPE_MAX_SAVED 4
+#define TAPE_MAX_IARGS 12
+#define TAPE_MAX_FARGS 4
+
+typedef struct tape_node {
+    int op;
+    tensor *out;
+    tensor *in[TAPE_MAX_INPUTS];
+    int n_in;
+    tensor *saved[TAPE_MAX_SAVED]; /* forward by-products the backward needs (mean, rstd, mask...) */
+    int iarg[TAPE_MAX_IARGS];
+    float farg[TAPE_MAX_FARGS];
+    const void *ptr; /* op-specific read-only data that outlives the step (e.g. an index table) */
+} tape_node;
+
+typedef void (*op_backward_fn)(tape_node *node);
+typedef struct op_info {
+    const char *name;
+    op_backward_fn backward;
+} op_info;
+
+bool tape_grad_enabled(void);
+/* Turns recording on or off; returns the previous setting. */
+bool tape_set_grad_enabled(bool on);
+
+/* Records a node when grad mode is on and any input requires a gradient; then marks out as requiring
+ * one. Returns the node for the op to fill in saved tensors and arguments, or NULL. */
+tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in);
+
+/* Seeds d(loss)/d(loss) = 1 for a one-element loss and runs the reverse pass. */
+void tape_backward(tensor *loss);
+/* Runs the reverse pass from out with the given upstream gradient (numel(out) floats). */
+void tape_backward_from(tensor *out, const float *seed);
+/* Forgets all nodes (call together with arena_reset). */
+void tape_reset(void);
+int tape_size(void);

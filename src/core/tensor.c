@@ -1,0 +1,68 @@
+#include "tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "arena.h"
+#include "check.h"
+
+int64_t shape_numel(int ndim, const int *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+tensor *tensor_new(int ndim, const int *shape) {
+    CHECK(ndim >= 0 && ndim <= TENSOR_MAX_DIMS, "tensor with %d dims (at most %d)", ndim,
+          TENSOR_MAX_DIMS);
+    tensor *t = arena_alloc(&vitc_arena, sizeof(tensor));
+    memset(t, 0, sizeof(*t));
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        CHECK(shape[i] > 0, "tensor dim %d has size %d", i, shape[i]);
+        t->shape[i] = shape[i];
+    }
+    t->numel = shape_numel(ndim, shape);
+    t->data = arena_alloc(&vitc_arena, (size_t)t->numel * sizeof(float));
+    return t;
+}
+
+tensor *tensor_zeros(int ndim, const int *shape) {
+    tensor *t = tensor_new(ndim, shape);
+    memset(t->data, 0, (size_t)t->numel * sizeof(float));
+    return t;
+}
+
+tensor *tensor_like(const tensor *t) { return tensor_new(t->ndim, t->shape); }
+
+float *tensor_grad(tensor *t) {
+    if (!t->grad) t->grad = arena_calloc(&vitc_arena, (size_t)t->numel * sizeof(float));
+    return t->grad;
+}
+
+bool tensor_same_shape(const tensor *a, const tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+const char *tensor_shape_str(const tensor *t, char *buf, int len) {
+    int n = snprintf(buf, len, "(");
+    for (int i = 0; i < t->ndim && n < len; i++)
+        n += snprintf(buf + n, len - n, i ? ", %d" : "%d", t->shape[i]);
+    if (n < len) snprintf(buf + n, len - n, ")");
+    return buf;
+}
+
+int tensor_dim(const tensor *t, int dim) {
+    int d = dim < 0 ? dim + t->ndim : dim;
+    CHECK(d >= 0 && d < t->ndim, "dim %d out of range for a tensor of shape %s", dim, SHAPE_STR(t));
+    return d;
+}
+
+int64_t tensor_span(const tensor *t, int from, int to) {
+    int64_t n = 1;
+    for (int i = from; i < to; i++) n *= t->shape[i];
+    return n;
+}

@@ -1,0 +1,42 @@
+/* Tensor: contiguous float32, up to 5 dims, a device tag. No strides: reshape is free, every permute
+ * is an explicit op. Activations (struct, data and grad) live in the activation arena; parameters
+ * point into the flat parameter/gradient blocks of a param_store. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TENSOR_MAX_DIMS 5
+
+typedef enum { DEV_CPU = 0, DEV_CUDA = 1 } device;
+
+typedef struct tensor {
+    float *data;
+    float *grad; /* NULL until a gradient flows into it (tensor_grad allocates it zeroed) */
+    int64_t numel;
+    int ndim;
+    int shape[TENSOR_MAX_DIMS];
+    device dev;
+    bool requires_grad;
+    const char *name; /* parameters only */
+} tensor;
+
+/* New arena tensor; data uninitialised. */
+tensor *tensor_new(int ndim, const int *shape);
+tensor *tensor_zeros(int ndim, const int *shape);
+tensor *tensor_like(const tensor *t);
+/* TENSOR(2, 3, 4) -> a new 3-D tensor of shape (2, 3, 4) */
+#define TENSOR(...)                                                                                \
+    tensor_new((int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
+
+/* Gradient buffer of t, allocated zeroed in the arena on first use. */
+float *tensor_grad(tensor *t);
+
+int64_t shape_numel(int ndim, const int *shape);
+bool tensor_same_shape(const tensor *a, const tensor *b);
+/* "(2, 3, 4)" into buf; returns buf. For error messages. */
+const char *tensor_shape_str(const tensor *t, char *buf, int len);
+#define SHAPE_STR(t) tensor_shape_str((t), (char[96]){0}, 96)
+/* Dimension index with negative values counting from the end, checked. */
+int tensor_dim(const tensor *t, int dim);
+/* Product of dims [from, to). */
+int64_t tensor_span(const tensor *t, int from, int to);

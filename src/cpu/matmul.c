@@ -1,0 +1,89 @@
+#include "matmul.h"
+
+#include <cblas.h>
+#include <string.h>
+
+#include "../core/threads.h"
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+          const float *B, float beta, float *C) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, trans_a ? M : K, B,
+                trans_b ? K : N, beta, C, N);
+}
+
+void linear_forward(float *out, const float *x, const float *w, const float *b, int M, int K, int N) {
+    if (b) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < M; i++) memcpy(out + (size_t)i * N, b, (size_t)N * sizeof(float));
+    }
+    gemm(false, true, M, N, K, 1.0f, x, w, b ? 1.0f : 0.0f, out);
+}
+
+void linear_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                     const float *w, int M, int K, int N) {
+    if (dx) gemm(false, false, M, K, N, 1.0f, dout, w, 1.0f, dx);
+    if (dw) gemm(true, false, N, K, M, 1.0f, dout, x, 1.0f, dw);
+    if (db) {
+        /* threads own disjoint column blocks: no atomics, deterministic */
+        const int block = 64;
+#pragma omp parallel for schedule(static)
+        for (int j0 = 0; j0 < N; j0 += block) {
+            int j1 = j0 + block < N ? j0 + block : N;
+            for (int i = 0; i < M; i++) {
+                const float *row = dout + (size_t)i * N;
+                for (int j = j0; j < j1; j++) db[j] += row[j];
+            }
+        }
+    }
+}
+
+/* Many small products run one per thread (OpenBLAS then stays single-threaded inside the OpenMP
+ * region); a few large ones run one after another with OpenBLAS threading each. */
+static bool batch_in_parallel(int batch, int M, int N, int K) {
+    double flops = 2.0 * M * N * K;
+    return batch >= 2 * vitc_threads() || flops < 4e6;
+}
+
+void matmul_forward(float *c, const float *a, const float *b, int batch, int M, int N, int K,
+                    bool trans_a, bool trans_b, float alpha) {
+    size_t sa = (size_t)M * K, sb = (size_t)K * N, sc = (size_t)M * N;
+    if (batch_in_parallel(batch, M, N, K)) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < batch; i++)
+            gemm(trans_a, trans_b, M, N, K, alpha, a + i * sa, b + i * sb, 0.0f, c + i * sc);
+    } else {
+        for (int i = 0; i < batch; i++)
+            gemm(trans_a, trans_b, M, N, K, alpha, a + i * sa, b + i * sb, 0.0f, c + i * sc);
+    }
+}
+
+/* dA and dB of one product C = alpha op(A) op(B), written as GEMMs on the stored layouts:
+ *   op(A) = A:  dA += alpha dC op(B)ᵀ          op(A) = Aᵀ: dA += alpha op(B) dCᵀ
+ *   op(B) = B:  dB += alpha op(A)ᵀ dC          op(B) = Bᵀ: dB += alpha dCᵀ op(A) */
+static void matmul_backward_one(float *da, float *db, const float *dc, const float *a,
+                                const float *b, int M, int N, int K, bool ta, bool tb, float alpha) {
+    if (da) {
+        if (!ta) gemm(false, !tb, M, K, N, alpha, dc, b, 1.0f, da);
+        else gemm(tb, true, K, M, N, alpha, b, dc, 1.0f, da);
+    }
+    if (db) {
+        if (!tb) gemm(!ta, false, K, N, M, alpha, a, dc, 1.0f, db);
+        else gemm(true, ta, N, K, M, alpha, dc, a, 1.0f, db);
+    }
+}
+
+void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b,
+                     int batch, int M, int N, int K, bool trans_a, bool trans_b, float alpha) {
+    size_t sa = (size_t)M * K, sb = (size_t)K * N, sc = (size_t)M * N;
+    if (batch_in_parallel(batch, M, N, K)) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < batch; i++)
+            matmul_backward_one(da ? da + i * sa : NULL, db ? db + i * sb : NULL, dc + i * sc,
+                                a + i * sa, b + i * sb, M, N, K, trans_a, trans_b, alpha);
+    } else {
+        for (int i = 0; i < batch; i++)
+            matmul_backward_one(da ? da + i * sa : NULL, db ? db + i * sb : NULL, dc + i * sc,
+                                a + i * sa, b + i * sb, M, N, K, trans_a, trans_b, alpha);
+    }
+}

@@ -1,0 +1,22 @@
+/* GEMM kernels on raw row-major pointers, all through OpenBLAS cblas_sgemm. Backward kernels
+ * accumulate (+=) into their outputs. */
+#pragma once
+#include <stdbool.h>
+
+/* C (M, N) = alpha * op(A) op(B) + beta * C, row-major; op(A) is (M, K), op(B) is (K, N) */
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+          const float *B, float beta, float *C);
+
+/* out (M, N) = x (M, K) · w (N, K)ᵀ + b (N) (b may be NULL) */
+void linear_forward(float *out, const float *x, const float *w, const float *b, int M, int K, int N);
+/* dx (M, K) += dout · w; dw (N, K) += doutᵀ · x; db (N) += column sums of dout; any output NULL
+ * is skipped */
+void linear_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                     const float *w, int M, int K, int N);
+
+/* batch of C_i = alpha op(A_i) op(B_i), contiguous matrices */
+void matmul_forward(float *c, const float *a, const float *b, int batch, int M, int N, int K,
+                    bool trans_a, bool trans_b, float alpha);
+/* da, db (shaped like a, b; NULL to skip) += gradients of matmul_forward given dc */
+void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b,
+                     int batch, int M, int N, int K, bool trans_a, bool trans_b, float alpha);

@@ -1,0 +1,36 @@
+/* Backward functions of all ops, for the op table. Each accumulates (+=) into the gradients of the
+ * node's inputs that require one. */
+#pragma once
+#include "../core/tape.h"
+
+void op_linear_backward(tape_node *n);
+void op_matmul_backward(tape_node *n);
+void op_add_backward(tape_node *n);
+void op_mul_backward(tape_node *n);
+void op_div_backward(tape_node *n);
+void op_expand_backward(tape_node *n);
+void op_scale_backward(tape_node *n);
+void op_add_scalar_backward(tape_node *n);
+void op_reshape_backward(tape_node *n);
+void op_permute_backward(tape_node *n);
+void op_concat_backward(tape_node *n);
+void op_slice_backward(tape_node *n);
+void op_layernorm_backward(tape_node *n);
+void op_gelu_backward(tape_node *n);
+void op_relu_backward(tape_node *n);
+void op_softplus_backward(tape_node *n);
+void op_pow_backward(tape_node *n);
+void op_l2norm_backward(tape_node *n);
+void op_softmax_backward(tape_node *n);
+void op_mean_backward(tape_node *n);
+void op_conv2d_backward(tape_node *n);
+void op_dwconv2d_backward(tape_node *n);
+void op_adaptive_avg_pool2d_backward(tape_node *n);
+void op_interp_bilinear_backward(tape_node *n);
+void op_window_partition_backward(tape_node *n);
+void op_window_reverse_backward(tape_node *n);
+void op_roll_backward(tape_node *n);
+void op_relpos_gather_backward(tape_node *n);
+void op_dropout_backward(tape_node *n);
+void op_drop_path_backward(tape_node *n);
+void op_cross_entropy_backward(tape_node *n);

@@ -1,0 +1,67 @@
+/* linear and batched matmul: the GEMM ops. */
+#include "../core/check.h"
+#include "../core/tape.h"
+#include "../cpu/matmul.h"
+#include "backward.h"
+#include "op_table.h"
+#include "ops.h"
+
+tensor *op_linear(tensor *x, tensor *w, tensor *b) {
+    int K = x->shape[x->ndim - 1];
+    CHECK(w->ndim == 2 && w->shape[1] == K, "linear: input %s does not match weight %s",
+          SHAPE_STR(x), SHAPE_STR(w));
+    int N = w->shape[0];
+    CHECK(!b || (b->ndim == 1 && b->shape[0] == N), "linear: bias %s does not match weight %s",
+          SHAPE_STR(b), SHAPE_STR(w));
+    int M = (int)(x->numel / K);
+    int shape[TENSOR_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = N;
+    tensor *out = tensor_new(x->ndim, shape);
+    linear_forward(out->data, x->data, w->data, b ? b->data : NULL, M, K, N);
+    tape_node *n = tape_record(OP_LINEAR, out, 3, (tensor *[]){x, w, b});
+    if (n) n->iarg[0] = M, n->iarg[1] = K, n->iarg[2] = N;
+    return out;
+}
+
+void op_linear_backward(tape_node *n) {
+    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    linear_backward(x->requires_grad ? tensor_grad(x) : NULL,
+                    w->requires_grad ? tensor_grad(w) : NULL,
+                    b && b->requires_grad ? tensor_grad(b) : NULL, n->out->grad, x->data, w->data,
+                    n->iarg[0], n->iarg[1], n->iarg[2]);
+}
+
+tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha) {
+    CHECK(a->ndim >= 2 && a->ndim == b->ndim, "matmul: shapes %s and %s", SHAPE_STR(a),
+          SHAPE_STR(b));
+    int nd = a->ndim;
+    for (int i = 0; i < nd - 2; i++)
+        CHECK(a->shape[i] == b->shape[i], "matmul: batch dims of %s and %s differ", SHAPE_STR(a),
+              SHAPE_STR(b));
+    int M = a->shape[nd - (trans_a ? 1 : 2)], K = a->shape[nd - (trans_a ? 2 : 1)];
+    int Kb = b->shape[nd - (trans_b ? 1 : 2)], N = b->shape[nd - (trans_b ? 2 : 1)];
+    CHECK(K == Kb, "matmul: inner dims differ: %s%s x %s%s", SHAPE_STR(a), trans_a ? "ᵀ" : "",
+          SHAPE_STR(b), trans_b ? "ᵀ" : "");
+    int shape[TENSOR_MAX_DIMS];
+    for (int i = 0; i < nd - 2; i++) shape[i] = a->shape[i];
+    shape[nd - 2] = M;
+    shape[nd - 1] = N;
+    int batch = (int)tensor_span(a, 0, nd - 2);
+    tensor *out = tensor_new(nd, shape);
+    matmul_forward(out->data, a->data, b->data, batch, M, N, K, trans_a, trans_b, alpha);
+    tape_node *n = tape_record(OP_MATMUL, out, 2, (tensor *[]){a, b});
+    if (n) {
+        n->iarg[0] = batch, n->iarg[1] = M, n->iarg[2] = N, n->iarg[3] = K;
+        n->iarg[4] = trans_a, n->iarg[5] = trans_b;
+        n->farg[0] = alpha;
+    }
+    return out;
+}
+
+void op_matmul_backward(tape_node *n) {
+    tensor *a = n->in[0], *b = n->in[1];
+    matmul_backward(a->requires_grad ? tensor_grad(a) : NULL, b->requires_grad ? tensor_grad(b) : NULL,
+                    n->out->grad, a->data, b->data, n->iarg[0], n->iarg[1], n->iarg[2], n->iarg[3],
+                    n->iarg[4], n->iarg[5], n->farg[0]);
+}

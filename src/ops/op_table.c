@@ -1,0 +1,37 @@
+#include "op_table.h"
+
+#include "backward.h"
+
+const op_info op_table[OP_COUNT] = {
+    [OP_LINEAR] = {"linear", op_linear_backward},
+    [OP_MATMUL] = {"matmul", op_matmul_backward},
+    [OP_ADD] = {"add", op_add_backward},
+    [OP_MUL] = {"mul", op_mul_backward},
+    [OP_DIV] = {"div", op_div_backward},
+    [OP_EXPAND] = {"expand", op_expand_backward},
+    [OP_SCALE] = {"scale", op_scale_backward},
+    [OP_ADD_SCALAR] = {"add_scalar", op_add_scalar_backward},
+    [OP_RESHAPE] = {"reshape", op_reshape_backward},
+    [OP_PERMUTE] = {"permute", op_permute_backward},
+    [OP_CONCAT] = {"concat", op_concat_backward},
+    [OP_SLICE] = {"slice", op_slice_backward},
+    [OP_LAYERNORM] = {"layernorm", op_layernorm_backward},
+    [OP_GELU] = {"gelu", op_gelu_backward},
+    [OP_RELU] = {"relu", op_relu_backward},
+    [OP_SOFTPLUS] = {"softplus", op_softplus_backward},
+    [OP_POW] = {"pow", op_pow_backward},
+    [OP_L2NORM] = {"l2norm", op_l2norm_backward},
+    [OP_SOFTMAX] = {"softmax", op_softmax_backward},
+    [OP_MEAN] = {"mean", op_mean_backward},
+    [OP_CONV2D] = {"conv2d", op_conv2d_backward},
+    [OP_DWCONV2D] = {"dwconv2d", op_dwconv2d_backward},
+    [OP_ADAPTIVE_AVG_POOL2D] = {"adaptive_avg_pool2d", op_adaptive_avg_pool2d_backward},
+    [OP_INTERP_BILINEAR] = {"interp_bilinear", op_interp_bilinear_backward},
+    [OP_WINDOW_PARTITION] = {"window_partition", op_window_partition_backward},
+    [OP_WINDOW_REVERSE] = {"window_reverse", op_window_reverse_backward},
+    [OP_ROLL] = {"roll", op_roll_backward},
+    [OP_RELPOS_GATHER] = {"relpos_gather", op_relpos_gather_backward},
+    [OP_DROPOUT] = {"dropout", op_dropout_backward},
+    [OP_DROP_PATH] = {"drop_path", op_drop_path_backward},
+    [OP_CROSS_ENTROPY] = {"cross_entropy", op_cross_entropy_backward},
+};

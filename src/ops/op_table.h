@@ -1,0 +1,41 @@
+/* Op ids and the table mapping each id to its name and backward. A test fails if an entry lacks
+ * either. Adding an op: an id here, a row in op_table.c, the op in its family file under src/ops/. */
+#pragma once
+#include "../core/tape.h"
+
+typedef enum {
+    OP_LINEAR,
+    OP_MATMUL,
+    OP_ADD,
+    OP_MUL,
+    OP_DIV,
+    OP_EXPAND,
+    OP_SCALE,
+    OP_ADD_SCALAR,
+    OP_RESHAPE,
+    OP_PERMUTE,
+    OP_CONCAT,
+    OP_SLICE,
+    OP_LAYERNORM,
+    OP_GELU,
+    OP_RELU,
+    OP_SOFTPLUS,
+    OP_POW,
+    OP_L2NORM,
+    OP_SOFTMAX,
+    OP_MEAN,
+    OP_CONV2D,
+    OP_DWCONV2D,
+    OP_ADAPTIVE_AVG_POOL2D,
+    OP_INTERP_BILINEAR,
+    OP_WINDOW_PARTITION,
+    OP_WINDOW_REVERSE,
+    OP_ROLL,
+    OP_RELPOS_GATHER,
+    OP_DROPOUT,
+    OP_DROP_PATH,
+    OP_CROSS_ENTROPY,
+    OP_COUNT
+} op_id;
+
+extern const op_info op_table[OP_COUNT];

@@ -1,0 +1,90 @@
+/* The op library: every op checks shapes (CHECK, printing them), runs its CPU kernel, and records a
+ * tape node when an input needs a gradient. Outputs are new arena tensors. Layouts: tokens are
+ * (B, N, C); feature maps are channels-last (B, H, W, C) — a token sequence viewed as an image —
+ * unless stated. One family per file in src/ops/, its raw kernels in src/cpu/ under the same name. */
+#pragma once
+#include "../core/rng.h"
+#include "../core/tensor.h"
+
+/* ---- matmul.c ---- */
+/* x (..., in), w (out, in) as nn.Linear, b (out) or NULL -> (..., out) */
+tensor *op_linear(tensor *x, tensor *w, tensor *b);
+/* a (..., M, K) (or (..., K, M) when trans_a), b (..., K, N) (or (..., N, K) when trans_b), equal
+ * leading dims -> alpha * a·b of shape (..., M, N) */
+tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha);
+
+/* ---- elementwise.c ---- */
+/* numpy broadcasting (dims aligned from the right, size-1 dims stretch) over at most 5 dims */
+tensor *op_add(tensor *a, tensor *b);
+tensor *op_mul(tensor *a, tensor *b);
+tensor *op_div(tensor *a, tensor *b);
+/* broadcast x to shape (numpy rules); the backward sums over the stretched dims */
+tensor *op_expand(tensor *x, int ndim, const int *shape);
+tensor *op_scale(tensor *x, float s);      /* s * x */
+tensor *op_add_scalar(tensor *x, float s); /* x + s */
+tensor *op_gelu(tensor *x);                /* exact: x/2 (1 + erf(x/sqrt 2)) */
+tensor *op_relu(tensor *x);
+tensor *op_softplus(tensor *x);            /* log(1 + e^x), as torch (threshold 20) */
+tensor *op_pow(tensor *x, float p);        /* x^p; x > 0 unless p is an integer */
+
+/* ---- shape.c ---- */
+/* same data, new shape (equal numel); at most 5 dims */
+tensor *op_reshape(tensor *x, int ndim, const int *shape);
+#define RESHAPE(x, ...)                                                                            \
+    op_reshape((x), (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
+/* out.shape[i] = x.shape[perm[i]] */
+tensor *op_permute(tensor *x, const int *perm);
+tensor *op_transpose(tensor *x, int d0, int d1);
+/* n (<= 4) tensors equal but along dim */
+tensor *op_concat(int n, tensor *const *xs, int dim);
+/* x[..., start:start+len, ...] along dim; gathers the class token, splits q/k/v */
+tensor *op_slice(tensor *x, int dim, int start, int len);
+/* n consecutive slices of the given sizes along dim into out[] */
+void op_split(tensor *x, int dim, int n, const int *sizes, tensor **out);
+
+/* ---- norm.c ---- */
+/* over the last dim; w, b (C) */
+tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps);
+/* Euclidean norm over the last dim, keeping it: (..., C) -> (..., 1) */
+tensor *op_l2norm(tensor *x);
+/* softmax over the last dim of x + bias; bias NULL or of a shape equal to the trailing dims of x
+ * (broadcast over the leading ones); bias may require a gradient */
+tensor *op_softmax(tensor *x, tensor *bias);
+/* mean over dim; keepdim keeps it as size 1 */
+tensor *op_mean(tensor *x, int dim, bool keepdim);
+
+/* ---- conv.c ---- */
+/* channels-last conv: x (B, H, W, Cin), w (Cout, Cin/groups, kh, kw) as nn.Conv2d, b (Cout) or NULL
+ * -> (B, Ho, Wo, Cout); zero padding */
+tensor *op_conv2d(tensor *x, tensor *w, tensor *b, int stride, int pad, int groups);
+/* depthwise, stride 1, 'same' zero padding (k odd): x (B, H, W, C), w (C, 1, k, k), b (C) or NULL */
+tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b);
+/* nn.AdaptiveAvgPool2d: x (B, H, W, C) -> (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)) */
+tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow);
+/* F.interpolate(mode='bilinear', align_corners=False) of planes: x (P, Hi, Wi) -> (P, Ho, Wo) */
+tensor *op_interp_bilinear(tensor *x, int ho, int wo);
+
+/* ---- spatial.c ---- */
+/* x (B, H, W, C) -> (B * H/wh * W/ww, wh*ww, C), windows in row-major order; wh x ww rectangles
+ * also give CSwin's stripes (H_sp x W_sp) */
+tensor *op_window_partition(tensor *x, int wh, int ww);
+/* inverse: x (B * H/wh * W/ww, wh*ww, C) -> (B, H, W, C) */
+tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww);
+/* torch.roll(x, shifts=(sh, sw), dims=(1, 2)) of x (B, H, W, C) */
+tensor *op_roll(tensor *x, int sh, int sw);
+/* relative position bias: table (T, NH), index (N*N) ints in [0, T) -> (NH, N, N) with
+ * out[h, i, j] = table[index[i*N + j], h]; index must outlive the step */
+tensor *op_relpos_gather(tensor *table, const int *index, int n);
+
+/* ---- regularize.c ---- */
+/* inverted dropout with keep prob 1-p; identity (returns x) when p == 0 */
+tensor *op_dropout(tensor *x, float p, rng *r);
+/* per-sample stochastic depth on x (B, ...): each sample zeroed with prob p, else scaled 1/(1-p);
+ * identity when p == 0 */
+tensor *op_drop_path(tensor *x, float p, rng *r);
+
+/* ---- loss.c ---- */
+/* mean over the batch of -sum_k target[b,k] log softmax(logits)[b,k]; logits, target (B, K) */
+tensor *op_cross_entropy(tensor *logits, tensor *target);
+/* hard labels (B ints in [0, K)) with label smoothing: target = (1-s) onehot + s/K */
+tensor *op_cross_entropy_labels(tensor *logits, const int *labels, float smoothing);

@@ -1,0 +1,89 @@
+/* Core: arena, tape bookkeeping, op table, rng, error checks. */
+#include "../src/ops/op_table.h"
+#include "../src/ops/ops.h"
+#include "test.h"
+
+TEST(op_table_has_name_and_backward_for_every_op) {
+    for (int i = 0; i < OP_COUNT; i++) {
+        EXPECT(op_table[i].name != NULL, "op id %d has no name", i);
+        EXPECT(op_table[i].backward != NULL, "op %s (id %d) has no backward", op_table[i].name, i);
+    }
+}
+
+TEST(arena_reuses_one_block_after_growth) {
+    arena a;
+    arena_init(&a, 1024);
+    for (int i = 0; i < 10; i++) arena_alloc(&a, 1000); /* spills over 10 chunks */
+    EXPECT(a.peak >= 10000, "peak %zu", a.peak);
+    arena_reset(&a);
+    long before = vitc_heap_allocs;
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < 10; i++) arena_alloc(&a, 1000);
+        arena_reset(&a);
+    }
+    EXPECT(vitc_heap_allocs == before, "%ld heap allocations after the first step",
+           vitc_heap_allocs - before);
+    arena_free(&a);
+}
+
+TEST(arena_mark_release_restores_usage) {
+    arena a;
+    arena_init(&a, 256);
+    arena_alloc(&a, 100);
+    arena_mark m = arena_get_mark(&a);
+    for (int i = 0; i < 5; i++) arena_alloc(&a, 200);
+    arena_release(&a, m);
+    EXPECT(a.used == 128, "used %zu after release", a.used);
+    float *p = arena_alloc(&a, 64);
+    EXPECT(((uintptr_t)p & 63) == 0, "arena pointer %p not 64-byte aligned", (void *)p);
+    arena_free(&a);
+}
+
+TEST(rng_streams_are_reproducible_and_independent) {
+    rng a, b, c;
+    rng_seed(&a, 42, RNG_INIT);
+    rng_seed(&b, 42, RNG_INIT);
+    rng_seed(&c, 42, RNG_DATA_ORDER);
+    int same_ab = 0, same_ac = 0;
+    for (int i = 0; i < 100; i++) {
+        uint64_t x = rng_u64(&a), y = rng_u64(&b), z = rng_u64(&c);
+        same_ab += x == y;
+        same_ac += x == z;
+    }
+    EXPECT(same_ab == 100, "same seed and stream gave different numbers");
+    EXPECT(same_ac == 0, "different streams collided %d times", same_ac);
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 100000; i++) {
+        double v = rng_normal(&a);
+        sum += v;
+        sq += v * v;
+    }
+    EXPECT(fabs(sum / 1e5) < 0.02 && fabs(sq / 1e5 - 1) < 0.02, "normal mean %g var %g", sum / 1e5,
+           sq / 1e5);
+    for (int i = 0; i < 1000; i++) {
+        float v = rng_trunc_normal(&a, 1.0f, -0.5f, 0.5f);
+        EXPECT(v >= -0.5f && v <= 0.5f, "trunc normal %g outside bounds", v);
+    }
+}
+
+TEST(tape_records_only_with_grad_inputs_and_grad_mode) {
+    rng r;
+    rng_seed(&r, 1, RNG_TEST);
+    tensor *x = RANDN(&r, 1, 3, 4), *w = RANDN(&r, 1, 5, 4);
+    tensor *y = op_linear(x, w, NULL);
+    EXPECT(tape_size() == 0 && !y->requires_grad, "recorded an op with no grad input");
+    w->requires_grad = true;
+    bool prev = tape_set_grad_enabled(false);
+    y = op_linear(x, w, NULL);
+    EXPECT(tape_size() == 0 && !y->requires_grad, "recorded with grad mode off");
+    tape_set_grad_enabled(prev);
+    y = op_linear(x, w, NULL);
+    EXPECT(tape_size() == 1 && y->requires_grad, "did not record: %d nodes", tape_size());
+}
+
+TEST(shape_errors_name_the_shapes) {
+    rng r;
+    rng_seed(&r, 1, RNG_TEST);
+    tensor *x = RANDN(&r, 1, 3, 4), *w = RANDN(&r, 1, 5, 7);
+    EXPECT_ERROR(op_linear(x, w, NULL), "(3, 4) does not match weight (5, 7)");
+}

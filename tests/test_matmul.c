@@ -1,0 +1,87 @@
+/* linear and batched matmul: finite differences and a naive reference. */
+#include "../src/cpu/matmul.h"
+#include "../src/ops/ops.h"
+#include "gradcheck.h"
+
+static tensor *linear_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_linear(in[0], in[1], in[2]);
+}
+static tensor *linear_nobias_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_linear(in[0], in[1], NULL);
+}
+
+TEST(grad_linear) {
+    rng r;
+    rng_seed(&r, 2, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 3, 5, 7), *w = LEAF(&r, 0.5f, 11, 7), *b = LEAF(&r, 1, 11);
+    EXPECT(GRADCHECK(linear_fn, NULL, x, w, b), "linear with bias");
+    EXPECT(GRADCHECK(linear_nobias_fn, NULL, x, w), "linear without bias");
+}
+
+typedef struct {
+    bool ta, tb;
+    float alpha;
+} matmul_ctx;
+
+static tensor *matmul_fn(tensor **in, const void *ctx) {
+    const matmul_ctx *c = ctx;
+    return op_matmul(in[0], in[1], c->ta, c->tb, c->alpha);
+}
+
+TEST(grad_matmul_all_transposes) {
+    rng r;
+    rng_seed(&r, 3, RNG_TEST);
+    const int B = 3, M = 5, K = 7, N = 9;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            tensor *a = ta ? LEAF(&r, 1, 2, B, K, M) : LEAF(&r, 1, 2, B, M, K);
+            tensor *b = tb ? LEAF(&r, 1, 2, B, N, K) : LEAF(&r, 1, 2, B, K, N);
+            matmul_ctx c = {ta, tb, 0.7f};
+            EXPECT(GRADCHECK(matmul_fn, &c, a, b), "trans_a %d trans_b %d", ta, tb);
+        }
+}
+
+/* naive reference for C = alpha op(A) op(B) */
+static void matmul_naive(float *c, const float *a, const float *b, int M, int N, int K, bool ta,
+                         bool tb, float alpha) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += (double)(ta ? a[k * M + i] : a[i * K + k]) * (tb ? b[j * K + k] : b[k * N + j]);
+            c[i * N + j] = (float)(alpha * s);
+        }
+}
+
+TEST(matmul_matches_naive_reference) {
+    rng r;
+    rng_seed(&r, 4, RNG_TEST);
+    const int B = 6, M = 13, K = 17, N = 11;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            tensor *a = ta ? RANDN(&r, 1, B, K, M) : RANDN(&r, 1, B, M, K);
+            tensor *b = tb ? RANDN(&r, 1, B, N, K) : RANDN(&r, 1, B, K, N);
+            tensor *c = op_matmul(a, b, ta, tb, 1.5f);
+            tensor *ref = TENSOR(B, M, N);
+            for (int i = 0; i < B; i++)
+                matmul_naive(ref->data + i * M * N, a->data + i * M * K, b->data + i * K * N, M, N, K,
+                             ta, tb, 1.5f);
+            double err = max_rel_diff(c->data, ref->data, c->numel);
+            EXPECT(err < 1e-5, "ta %d tb %d: rel diff %g", ta, tb, err);
+        }
+}
+
+TEST(linear_matches_naive_reference) {
+    rng r;
+    rng_seed(&r, 5, RNG_TEST);
+    tensor *x = RANDN(&r, 1, 37, 19), *w = RANDN(&r, 1, 23, 19), *b = RANDN(&r, 1, 23);
+    tensor *y = op_linear(x, w, b);
+    tensor *ref = TENSOR(37, 23);
+    matmul_naive(ref->data, x->data, w->data, 37, 23, 19, false, true, 1.0f);
+    for (int i = 0; i < 37; i++)
+        for (int j = 0; j < 23; j++) ref->data[i * 23 + j] += b->data[j];
+    double err = max_rel_diff(y->data, ref->data, y->numel);
+    EXPECT(err < 1e-5, "rel diff %g", err);
+}
