@@ -54,7 +54,7 @@ ifeq ($(CUDA),1)
   $(error CUDA=1: the CUDA backend is not part of this build yet (see the CUDA issue))
 endif
 
-BUILD := build/$(MODE)
+BUILD ?= build/$(MODE)
 LIB_SRC   := $(wildcard src/*/*.c) $(wildcard models/*.c) $(wildcard models/attn/*.c)
 TEST_SRC  := $(wildcard tests/*.c)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
