@@ -35,6 +35,22 @@ tensor *tensor_zeros(int ndim, const int *shape) {
 
 tensor *tensor_like(const tensor *t) { return tensor_new(t->ndim, t->shape); }
 
+tensor *tensor_view(const tensor *x, int ndim, const int *shape) {
+    CHECK(ndim >= 1 && ndim <= TENSOR_MAX_DIMS, "view with %d dims (at most %d)", ndim,
+          TENSOR_MAX_DIMS);
+    CHECK(shape_numel(ndim, shape) == x->numel, "cannot view %s (%lld elements) with %d dims of "
+          "%lld elements", SHAPE_STR(x), (long long)x->numel, ndim,
+          (long long)shape_numel(ndim, shape));
+    tensor *t = arena_alloc(&vitc_arena, sizeof(tensor));
+    memset(t, 0, sizeof(*t));
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->numel = x->numel;
+    t->data = x->data;
+    t->dev = x->dev;
+    return t;
+}
+
 float *tensor_grad(tensor *t) {
     if (!t->grad) t->grad = arena_calloc(&vitc_arena, (size_t)t->numel * sizeof(float));
     return t->grad;

@@ -24,6 +24,9 @@ typedef struct tensor {
 tensor *tensor_new(int ndim, const int *shape);
 tensor *tensor_zeros(int ndim, const int *shape);
 tensor *tensor_like(const tensor *t);
+/* New arena tensor struct sharing x's data under another shape of equal numel (no grad, no tape:
+ * op_reshape builds on this). */
+tensor *tensor_view(const tensor *x, int ndim, const int *shape);
 /* TENSOR(2, 3, 4) -> a new 3-D tensor of shape (2, 3, 4) */
 #define TENSOR(...)                                                                                \
     tensor_new((int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
