@@ -46,6 +46,10 @@ void tape_backward_from(tensor *out, const float *seed) {
           SHAPE_STR(out));
     float *g = tensor_grad(out);
     for (int64_t i = 0; i < out->numel; i++) g[i] += seed[i];
+    tape_run_backward();
+}
+
+void tape_run_backward(void) {
     for (int i = tape.n - 1; i >= 0; i--) {
         tape_node *node = &tape.nodes[i];
         if (!node->out->grad) continue; /* nothing downstream of this node reached the loss */

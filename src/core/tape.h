@@ -38,6 +38,8 @@ tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in);
 void tape_backward(tensor *loss);
 /* Runs the reverse pass from out with the given upstream gradient (numel(out) floats). */
 void tape_backward_from(tensor *out, const float *seed);
+/* Runs the reverse pass over the whole tape with the gradients already seeded by the caller. */
+void tape_run_backward(void);
 /* Forgets all nodes (call together with arena_reset). */
 void tape_reset(void);
 int tape_size(void);
