@@ -12,6 +12,7 @@ void params_free(param_store *ps) {
         free(ps->params[i]);
     }
     free(ps->params);
+    free(ps->inits);
     free(ps->data);
     free(ps->grad);
     memset(ps, 0, sizeof(*ps));
@@ -24,7 +25,9 @@ tensor *params_add(param_store *ps, const char *name, int ndim, const int *shape
     if (ps->n == ps->cap) {
         ps->cap = ps->cap ? 2 * ps->cap : 64;
         ps->params = xrealloc(ps->params, (size_t)ps->cap * sizeof(tensor *));
+        ps->inits = xrealloc(ps->inits, (size_t)ps->cap * sizeof(param_init));
     }
+    ps->inits[ps->n] = (param_init){INIT_ZEROS, 0};
     tensor *t = xcalloc(1, sizeof(tensor));
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) {
@@ -58,4 +61,29 @@ tensor *params_find(const param_store *ps, const char *name) {
     for (int i = 0; i < ps->n; i++)
         if (strcmp(ps->params[i]->name, name) == 0) return ps->params[i];
     return NULL;
+}
+
+void params_set_init(param_store *ps, const tensor *t, init_kind kind, float a) {
+    for (int i = 0; i < ps->n; i++)
+        if (ps->params[i] == t) {
+            ps->inits[i] = (param_init){kind, a};
+            return;
+        }
+    FATAL("params_set_init: %s is not in this store", t->name);
+}
+
+void params_init_values(param_store *ps, rng *r) {
+    CHECK(ps->data, "params_init_values before params_finalize");
+    for (int i = 0; i < ps->n; i++) {
+        tensor *t = ps->params[i];
+        param_init in = ps->inits[i];
+        for (int64_t j = 0; j < t->numel; j++) {
+            switch (in.kind) {
+            case INIT_ZEROS: t->data[j] = 0; break;
+            case INIT_ONES: t->data[j] = 1; break;
+            case INIT_TRUNC_NORMAL: t->data[j] = rng_trunc_normal(r, in.a, -2.0f, 2.0f); break;
+            case INIT_UNIFORM: t->data[j] = in.a * (2 * rng_uniform(r) - 1); break;
+            }
+        }
+    }
 }
