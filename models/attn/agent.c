@@ -1,0 +1,100 @@
+/* Agent attention (Han et al., ECCV 2024): a = p*p agent tokens average-pooled from the projected
+ * queries aggregate the values with one softmax and broadcast them back to the queries with a second,
+ * each with position biases built from a 7x7 table resized to the grid plus row and column terms;
+ * a depthwise 3x3 conv of V restores local detail. Attention dropout is omitted (0 in every config). */
+#include <math.h>
+
+#include "../../src/core/check.h"
+#include "../../src/nn/layers.h"
+#include "attn.h"
+
+typedef struct agent_attn {
+    attn base;
+    float scale;
+    int pool; /* p: agents on a p x p grid */
+    tensor *an_bias, *na_bias, *ah_bias, *aw_bias, *ha_bias, *wa_bias, *ac_bias, *ca_bias;
+    nn_conv2d dwc;
+} agent_attn;
+
+static tensor *bias_param(param_store *ps, const char *prefix, const char *name, int ndim,
+                          const int *shape) {
+    tensor *t = params_add(ps, nn_name("%s.%s", prefix, name), ndim, shape);
+    params_set_init(ps, t, INIT_TRUNC_NORMAL, 0.02f);
+    return t;
+}
+#define BIAS(name, ...)                                                                            \
+    bias_param(ps, prefix, #name, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)),              \
+               (int[]){__VA_ARGS__})
+
+static attn *agent_create(param_store *ps, const char *prefix, const attn_spec *s) {
+    agent_attn *a = xcalloc(1, sizeof(agent_attn));
+    int H = s->heads, n = s->agent_num;
+    a->scale = 1.0f / sqrtf((float)(s->dim / H));
+    while ((a->pool + 1) * (a->pool + 1) <= n) a->pool++;
+    CHECK(a->pool * a->pool == n, "%s: %d agents is not a perfect square", prefix, n);
+    if (s->agent_bias) {
+        a->an_bias = BIAS(an_bias, H, n, 7, 7);
+        a->na_bias = BIAS(na_bias, H, n, 7, 7);
+        a->ah_bias = BIAS(ah_bias, 1, H, n, s->hk, 1);
+        a->aw_bias = BIAS(aw_bias, 1, H, n, 1, s->wk);
+        a->ha_bias = BIAS(ha_bias, 1, H, s->h, 1, n);
+        a->wa_bias = BIAS(wa_bias, 1, H, 1, s->w, n);
+        if (s->cls) {
+            a->ac_bias = BIAS(ac_bias, 1, H, n, 1);
+            a->ca_bias = BIAS(ca_bias, 1, H, 1, n);
+        }
+    }
+    if (s->dwc)
+        nn_conv2d_init(&a->dwc, ps, nn_name("%s.%s", prefix, s->dwc_name), s->dim, s->dim, 3, 1, 1,
+                       s->dim, true);
+    return &a->base;
+}
+
+/* B1 (H, a, [1 +] hk*wk): agent -> key biases; B2 (H, [1 +] h*w, a): query -> agent biases */
+static void agent_biases(agent_attn *a, tensor **b1, tensor **b2) {
+    const attn_spec *s = &a->base.spec;
+    int H = s->heads, n = s->agent_num, mk = s->hk * s->wk, mq = s->h * s->w;
+    tensor *t = op_interp_bilinear(RESHAPE(a->an_bias, H * n, 7, 7), s->hk, s->wk);
+    t = op_add(RESHAPE(t, H, n, mk), RESHAPE(op_add(a->ah_bias, a->aw_bias), H, n, mk));
+    if (s->cls) t = op_concat(2, (tensor *[]){RESHAPE(a->ac_bias, H, n, 1), t}, 2);
+    *b1 = t;
+    t = op_interp_bilinear(RESHAPE(a->na_bias, H * n, 7, 7), s->h, s->w);
+    t = op_transpose(RESHAPE(t, H, n, mq), 1, 2);
+    t = op_add(t, RESHAPE(op_add(a->ha_bias, a->wa_bias), H, mq, n));
+    if (s->cls) t = op_concat(2, (tensor *[]){RESHAPE(a->ca_bias, H, 1, n), t}, 1);
+    *b2 = t;
+}
+
+static tensor *agent_forward(attn *base, tensor *q, tensor *k, tensor *v) {
+    agent_attn *a = (agent_attn *)base;
+    const attn_spec *s = &base->spec;
+    int b = q->shape[0], n = q->shape[1], m = k->shape[1], C = q->shape[2], H = s->heads;
+    int off = s->cls ? 1 : 0;
+    CHECK(n == off + s->h * s->w && m == off + s->hk * s->wk,
+          "agent attention: %d queries / %d keys for grids %dx%d / %dx%d", n, m, s->h, s->w, s->hk,
+          s->wk);
+    tensor *grid_q = RESHAPE(off ? op_slice(q, 1, off, n - off) : q, b, s->h, s->w, C);
+    tensor *agents = op_adaptive_avg_pool2d(grid_q, a->pool, a->pool);
+    tensor *ah = attn_split_heads(RESHAPE(agents, b, s->agent_num, C), H);
+    tensor *logits1 = op_matmul(ah, attn_split_heads(k, H), false, true, a->scale);
+    tensor *logits2 = op_matmul(attn_split_heads(q, H), ah, false, true, a->scale);
+    tensor *b1 = NULL, *b2 = NULL;
+    if (s->agent_bias) agent_biases(a, &b1, &b2);
+    tensor *agent_v = op_matmul(op_softmax(logits1, b1), attn_split_heads(v, H), false, false, 1.0f);
+    tensor *out = attn_merge_heads(op_matmul(op_softmax(logits2, b2), agent_v, false, false, 1.0f));
+    if (!s->dwc) return out;
+    tensor *grid_v = RESHAPE(off ? op_slice(v, 1, off, m - off) : v, b, s->hk, s->wk, C);
+    if (s->hk != s->h || s->wk != s->w) { /* PVT with spatial reduction: upsample v to the query grid */
+        tensor *planes = RESHAPE(op_permute(grid_v, (int[]){0, 3, 1, 2}), b * C, s->hk, s->wk);
+        planes = RESHAPE(op_interp_bilinear(planes, s->h, s->w), b, C, s->h, s->w);
+        grid_v = op_permute(planes, (int[]){0, 2, 3, 1});
+    }
+    tensor *local = RESHAPE(nn_conv2d_forward(&a->dwc, grid_v), b, s->h * s->w, C);
+    if (!off) return op_add(out, local);
+    tensor *patches = op_add(op_slice(out, 1, off, n - off), local);
+    return op_concat(2, (tensor *[]){op_slice(out, 1, 0, off), patches}, 1);
+}
+
+static void agent_destroy(attn *base) { free(base); }
+
+const attn_impl attn_agent_impl = {"agent", agent_create, agent_forward, agent_destroy};

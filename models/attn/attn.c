@@ -1,0 +1,43 @@
+/* The attention registry and the helpers shared by the cores. */
+#include "attn.h"
+
+#include "../../src/core/check.h"
+
+extern const attn_impl attn_softmax_impl, attn_agent_impl;
+
+const attn_impl *const attn_registry[ATTN_KIND_COUNT] = {
+    [ATTN_NATIVE] = &attn_softmax_impl,
+    [ATTN_AGENT] = &attn_agent_impl,
+};
+
+const char *const attn_names[] = {"native", "agent", "flatten", "elfatt", NULL};
+
+attn *attn_create(param_store *ps, const char *prefix, const attn_spec *spec) {
+    CHECK(spec->kind >= 0 && spec->kind < ATTN_KIND_COUNT, "attention kind %d", spec->kind);
+    const attn_impl *impl = attn_registry[spec->kind];
+    CHECK(impl, "attention '%s' (at %s) is not implemented yet", attn_names[spec->kind], prefix);
+    CHECK(spec->dim % spec->heads == 0, "%s: %d channels do not split into %d heads", prefix,
+          spec->dim, spec->heads);
+    attn *a = impl->create(ps, prefix, spec);
+    a->impl = impl;
+    a->spec = *spec;
+    return a;
+}
+
+tensor *attn_forward(attn *a, tensor *q, tensor *k, tensor *v) {
+    return a->impl->forward(a, q, k, v);
+}
+
+void attn_destroy(attn *a) {
+    if (a) a->impl->destroy(a);
+}
+
+tensor *attn_split_heads(tensor *x, int heads) {
+    int b = x->shape[0], n = x->shape[1], c = x->shape[2];
+    return op_permute(RESHAPE(x, b, n, heads, c / heads), (int[]){0, 2, 1, 3});
+}
+
+tensor *attn_merge_heads(tensor *x) {
+    int b = x->shape[0], heads = x->shape[1], n = x->shape[2], d = x->shape[3];
+    return RESHAPE(op_permute(x, (int[]){0, 2, 1, 3}), b, n, heads * d);
+}

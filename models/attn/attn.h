@@ -1,0 +1,62 @@
+/* Attention cores: one interface for every variant. The backbone owns the input and output
+ * projections (their official names differ per backbone) and hands the core the projected q, k, v
+ * with heads merged; the core returns the attention output before the output projection. A core
+ * declares its own parameters (agent biases, DWC, temperatures, position tables) under the
+ * backbone's prefix. */
+#pragma once
+#include "../../src/core/params.h"
+#include "../../src/ops/ops.h"
+
+typedef enum { ATTN_NATIVE, ATTN_AGENT, ATTN_FLATTEN, ATTN_ELFATT, ATTN_KIND_COUNT } attn_kind;
+
+/* The native (softmax) attention comes in the backbone's flavour. */
+typedef enum {
+    NATIVE_GLOBAL, /* DeiT / PVT: all tokens (PVT keys may be spatially reduced) */
+    NATIVE_WINDOW, /* Swin: relative position bias, optional shift mask */
+    NATIVE_LEPE,   /* CSwin: stripes with LePE = depthwise 3x3 on v */
+} native_flavour;
+
+typedef struct attn_spec {
+    attn_kind kind;
+    int dim, heads;         /* channels of q/k/v given to the core, heads */
+    int h, w;               /* query grid of one sequence (window, stripe or map) */
+    int hk, wk;             /* key/value grid (differs from h, w only with PVT spatial reduction) */
+    bool cls;               /* token 0 of q, k, v is a class token (DeiT) */
+    native_flavour flavour; /* ATTN_NATIVE only */
+    const float *mask;      /* NATIVE_WINDOW: additive mask (n_windows, h*w, h*w), or NULL */
+    int n_windows;          /* windows per image (the batch of sequences is (B, n_windows)) */
+    int agent_num;          /* ATTN_AGENT */
+    bool agent_bias, dwc;   /* ATTN_AGENT / ATTN_FLATTEN ablation switches */
+    const char *dwc_name;   /* "dwc" (or CSwin's "get_v") */
+    float focusing_factor;  /* ATTN_FLATTEN */
+    int dwc_kernel;         /* ATTN_FLATTEN */
+    int block_size;         /* ATTN_ELFATT: blocks per side */
+} attn_spec;
+
+typedef struct attn attn;
+typedef struct attn_impl attn_impl;
+
+/* Every core's state begins with this. */
+struct attn {
+    const attn_impl *impl;
+    attn_spec spec;
+};
+
+struct attn_impl {
+    const char *name;
+    attn *(*create)(param_store *ps, const char *prefix, const attn_spec *spec);
+    /* q (b, n, C), k, v (b, m, C) -> (b, n, C) */
+    tensor *(*forward)(attn *a, tensor *q, tensor *k, tensor *v);
+    void (*destroy)(attn *a);
+};
+
+extern const attn_impl *const attn_registry[ATTN_KIND_COUNT];
+extern const char *const attn_names[]; /* NULL-terminated, indexed by attn_kind */
+
+attn *attn_create(param_store *ps, const char *prefix, const attn_spec *spec);
+tensor *attn_forward(attn *a, tensor *q, tensor *k, tensor *v);
+void attn_destroy(attn *a);
+
+/* Helpers every core uses: (b, n, C) <-> (b, heads, n, C/heads). */
+tensor *attn_split_heads(tensor *x, int heads);
+tensor *attn_merge_heads(tensor *x);

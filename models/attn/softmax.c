@@ -1,0 +1,77 @@
+/* Native softmax attention in each backbone's flavour: global (DeiT, PVT), shifted windows with a
+ * relative position bias and mask (Swin), stripes with LePE on v (CSwin). Dropout on the attention
+ * matrix is omitted: every official config sets it to 0. */
+#include <math.h>
+
+#include "../../src/core/check.h"
+#include "../../src/cpu/spatial.h"
+#include "../../src/nn/layers.h"
+#include "attn.h"
+
+typedef struct softmax_attn {
+    attn base;
+    float scale;
+    tensor *rpb_table; /* ((2h-1)(2w-1), heads) */
+    int *rpb_index;    /* (h*w)^2 */
+    tensor mask;       /* (n_windows, 1, n, n) view of spec.mask */
+    nn_conv2d lepe;
+} softmax_attn;
+
+static attn *softmax_create(param_store *ps, const char *prefix, const attn_spec *spec) {
+    softmax_attn *a = xcalloc(1, sizeof(softmax_attn));
+    a->scale = 1.0f / sqrtf((float)(spec->dim / spec->heads));
+    int n = spec->h * spec->w;
+    if (spec->flavour == NATIVE_WINDOW) {
+        a->rpb_table = PARAM(ps, nn_name("%s.relative_position_bias_table", prefix),
+                             (2 * spec->h - 1) * (2 * spec->w - 1), spec->heads);
+        params_set_init(ps, a->rpb_table, INIT_TRUNC_NORMAL, 0.02f);
+        a->rpb_index = xmalloc(sizeof(int) * (size_t)n * n);
+        relpos_index_swin(a->rpb_index, spec->h, spec->w);
+        if (spec->mask) {
+            a->mask = (tensor){.data = (float *)spec->mask, .ndim = 4,
+                               .shape = {spec->n_windows, 1, n, n},
+                               .numel = (int64_t)spec->n_windows * n * n};
+        }
+    } else if (spec->flavour == NATIVE_LEPE) {
+        nn_conv2d_init(&a->lepe, ps, nn_name("%s.get_v", prefix), spec->dim, spec->dim, 3, 1, 1,
+                       spec->dim, true);
+    }
+    return &a->base;
+}
+
+static tensor *softmax_forward(attn *base, tensor *q, tensor *k, tensor *v) {
+    softmax_attn *a = (softmax_attn *)base;
+    const attn_spec *s = &base->spec;
+    int b = q->shape[0], n = q->shape[1], m = k->shape[1], C = q->shape[2], H = s->heads;
+    tensor *logits = op_matmul(attn_split_heads(q, H), attn_split_heads(k, H), false, true, a->scale);
+    tensor *probs;
+    if (s->flavour == NATIVE_WINDOW) {
+        CHECK(n == s->h * s->w && m == n, "window attention: %d tokens for a %dx%d window", n, s->h,
+              s->w);
+        tensor *bias = RESHAPE(op_relpos_gather(a->rpb_table, a->rpb_index, n), 1, H, n, n);
+        int nw = 1;
+        if (s->mask) {
+            nw = s->n_windows;
+            bias = op_add(bias, &a->mask); /* (nW, H, n, n) */
+        }
+        CHECK(b % nw == 0, "window attention: %d sequences for %d windows per image", b, nw);
+        probs = op_softmax(RESHAPE(logits, b / nw, nw, H, n, n), RESHAPE(bias, nw, H, n, n));
+        probs = RESHAPE(probs, b, H, n, n);
+    } else {
+        probs = op_softmax(logits, NULL);
+    }
+    tensor *out = attn_merge_heads(op_matmul(probs, attn_split_heads(v, H), false, false, 1.0f));
+    if (s->flavour == NATIVE_LEPE) {
+        tensor *lepe = nn_conv2d_forward(&a->lepe, RESHAPE(v, b, s->h, s->w, C));
+        out = op_add(out, RESHAPE(lepe, b, n, C));
+    }
+    return out;
+}
+
+static void softmax_destroy(attn *base) {
+    softmax_attn *a = (softmax_attn *)base;
+    free(a->rpb_index);
+    free(a);
+}
+
+const attn_impl attn_softmax_impl = {"native", softmax_create, softmax_forward, softmax_destroy};

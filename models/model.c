@@ -1,0 +1,102 @@
+/* Model construction and the backbone dispatch. */
+#include "model.h"
+
+#include <string.h>
+
+#include "../src/core/check.h"
+
+static const backbone *const backbones[] = {&backbone_deit};
+
+model *model_create(const model_config *cfg, uint64_t seed) {
+    const backbone *bb = NULL;
+    for (size_t i = 0; i < sizeof(backbones) / sizeof(backbones[0]); i++)
+        if (strcmp(backbones[i]->arch, cfg->arch) == 0) bb = backbones[i];
+    if (!bb) config_error("model.arch", "backbone \"%s\" is not available in this build", cfg->arch);
+    model *m = xcalloc(1, sizeof(model));
+    m->cfg = *cfg;
+    m->bb = bb;
+    params_init(&m->ps);
+    m->net = bb->build(m);
+    params_finalize(&m->ps);
+    rng r;
+    rng_seed(&r, seed, RNG_INIT);
+    params_init_values(&m->ps, &r);
+    return m;
+}
+
+tensor *model_forward(model *m, tensor *images, const forward_opts *o) {
+    const model_config *c = &m->cfg;
+    CHECK(images->ndim == 4 && images->shape[1] == c->img_size && images->shape[2] == c->img_size &&
+              images->shape[3] == c->in_chans,
+          "%s expects images (B, %d, %d, %d), got %s", c->name, c->img_size, c->img_size,
+          c->in_chans, SHAPE_STR(images));
+    return m->bb->forward(m, images, o);
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    m->bb->destroy(m->net);
+    params_free(&m->ps);
+    free(m);
+}
+
+float drop_path_rate(double rate, int k, int n) {
+    return n > 1 ? (float)(rate * k / (n - 1)) : 0.0f;
+}
+
+/* appends to a bounded report, keeping it NUL-terminated */
+static void report_add(char *report, size_t len, const char *fmt, const char *a, const char *b) {
+    size_t used = strlen(report);
+    if (used + 1 < len) snprintf(report + used, len - used, fmt, a, b);
+}
+
+static const char *shape_text(char *buf, size_t len, int ndim, const int64_t *shape) {
+    size_t n = (size_t)snprintf(buf, len, "(");
+    for (int i = 0; i < ndim && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (n < len) snprintf(buf + n, len - n, ")");
+    return buf;
+}
+
+bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len) {
+    report[0] = 0;
+    size_t plen = strlen(prefix);
+    int problems = 0;
+    for (int i = 0; i < m->ps.n; i++) {
+        tensor *t = m->ps.params[i];
+        char key[512];
+        snprintf(key, sizeof(key), "%s%s", prefix, t->name);
+        const st_entry *e = st_find(f, key);
+        if (!e) {
+            report_add(report, len, "  missing: %s%s\n", key, "");
+            problems++;
+            continue;
+        }
+        bool same = e->ndim == t->ndim && e->numel == t->numel;
+        for (int d = 0; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
+        if (!same) {
+            int64_t want[TENSOR_MAX_DIMS];
+            for (int d = 0; d < t->ndim; d++) want[d] = t->shape[d];
+            char got_s[96], want_s[96], line[800];
+            snprintf(line, sizeof(line), "  wrong shape: %s is %s, the model has %s\n", key,
+                     shape_text(got_s, sizeof(got_s), e->ndim, e->shape),
+                     shape_text(want_s, sizeof(want_s), t->ndim, want));
+            report_add(report, len, "%s%s", line, "");
+            problems++;
+            continue;
+        }
+        if (!st_to_f32(e, t->data)) {
+            report_add(report, len, "  unsupported dtype %s for %s\n", st_dtype_name(e->dtype), key);
+            problems++;
+        }
+    }
+    for (int i = 0; i < f->n; i++) {
+        const char *name = f->entries[i].name;
+        if (strncmp(name, prefix, plen) != 0) continue;
+        if (!params_find(&m->ps, name + plen)) {
+            report_add(report, len, "  unexpected: %s%s\n", name, "");
+            problems++;
+        }
+    }
+    return problems == 0;
+}

@@ -1,0 +1,82 @@
+/* A model: its resolved configuration, its parameters (official state_dict names, flat blocks) and
+ * the backbone that builds and runs it. Images enter channels-last: (B, H, W, in_chans). */
+#pragma once
+#include "../src/core/config.h"
+#include "../src/core/params.h"
+#include "../src/core/safetensors.h"
+#include "attn/attn.h"
+
+#define MAX_STAGES 4
+#define MAX_STAGE_BLOCKS 64
+
+typedef struct model_config {
+    char name[64]; /* registry name, e.g. agent_swin_t */
+    char arch[16]; /* deit | pvt | pvt_v2 | swin | cswin */
+    int img_size, in_chans, num_classes, patch_size;
+    int n_stages;
+    int embed_dim[MAX_STAGES], depths[MAX_STAGES], num_heads[MAX_STAGES];
+    double mlp_ratio[MAX_STAGES];
+    attn_kind attn[MAX_STAGES][MAX_STAGE_BLOCKS]; /* per block */
+    int agent_num[MAX_STAGES];  /* agents per stage (a perfect square) */
+    int window[MAX_STAGES];     /* Swin window of native blocks (clipped to the stage map) */
+    int attn_window[MAX_STAGES]; /* window / stripe of agent, flatten, elfatt blocks; 0 = whole map */
+    int split_size[MAX_STAGES]; /* CSwin stripe width */
+    int sr_ratio[MAX_STAGES];   /* PVT spatial reduction */
+    int block_size[MAX_STAGES]; /* ELFATT blocks per side of the stage map */
+    double focusing_factor;     /* FLatten p */
+    int dwc_kernel;             /* FLatten DWC kernel */
+    bool agent_bias, dwc;       /* ablation switches of agent/flatten attention */
+    double drop_path, drop_rate;
+    bool qkv_bias;
+} model_config;
+
+/* Reads the model section of a config (model.name picks registry defaults already merged by
+ * model_config_defaults). Every inconsistency is an error naming its JSON path. */
+void model_config_read(model_config *mc, config *c);
+/* The JSON defaults of a registered model name (NULL if unknown). */
+const char *model_registry_defaults(const char *name);
+/* Merges the registry defaults of model.name under the config (call before the file's own keys are
+ * merged, or use model_config_load). */
+void model_config_load(config *c, const char *const *files, int n_files, const char *const *sets,
+                       int n_sets);
+/* Number of registered model names and the i-th one. */
+int model_registry_count(void);
+const char *model_registry_name(int i);
+
+typedef struct model model;
+
+typedef struct forward_opts {
+    bool train; /* drop path / dropout active */
+    rng *rng;   /* their random stream */
+} forward_opts;
+
+typedef struct backbone {
+    const char *arch;
+    /* declares every parameter into m->ps (official names) and returns the network state */
+    void *(*build)(model *m);
+    /* images (B, H, W, in_chans) -> logits (B, num_classes) */
+    tensor *(*forward)(model *m, tensor *images, const forward_opts *o);
+    void (*destroy)(void *net);
+} backbone;
+
+struct model {
+    model_config cfg;
+    param_store ps;
+    const backbone *bb;
+    void *net;
+};
+
+/* Builds the model of a resolved config; parameters are allocated and initialised from seed. */
+model *model_create(const model_config *cfg, uint64_t seed);
+tensor *model_forward(model *m, tensor *images, const forward_opts *o);
+void model_free(model *m);
+
+/* Loads every parameter from the tensors named prefix + parameter name (float32/16, bf16 converted).
+ * Every missing, unexpected (under prefix) or mis-shaped tensor is listed in report, one per line;
+ * returns false if there was any. */
+bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len);
+
+/* Drop-path rate of block k of n: linear from 0 to rate (torch.linspace). */
+float drop_path_rate(double rate, int k, int n);
+
+extern const backbone backbone_deit, backbone_pvt, backbone_swin, backbone_cswin;

@@ -1,0 +1,114 @@
+/* Parity with the PyTorch reference (tools/ref/, fixtures written by `make parity`): for every tiny
+ * config, the logits, the loss and every parameter gradient after one forward/backward must match
+ * to 1e-4 relative (‖a−b‖/‖b‖). Loading the fixture's weights by name also proves the parameter
+ * names and shapes equal the reference's (the official state_dict keys). */
+#include <dirent.h>
+
+#include "../models/model.h"
+#include "test.h"
+
+#define FIXTURE_DIR "tests/fixtures/parity"
+#define PARITY_TOL 1e-4
+
+static double rel_l2(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static tensor *tensor_from_entry(const st_entry *e) {
+    int shape[TENSOR_MAX_DIMS];
+    for (int i = 0; i < e->ndim; i++) shape[i] = (int)e->shape[i];
+    tensor *t = tensor_new(e->ndim, shape);
+    st_to_f32(e, t->data);
+    return t;
+}
+
+/* runs one fixture; returns false (after reporting) on any mismatch */
+static bool check_fixture(const char *path) {
+    char err[4096];
+    st_file f;
+    if (!st_read(&f, path, err, sizeof(err))) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+        return false;
+    }
+    config c;
+    config_init(&c);
+    config_merge_text(&c, st_meta(&f, "config"), path);
+    model_config mc;
+    model_config_read(&mc, &c);
+    model *m = model_create(&mc, 0);
+    bool ok = model_load_state(m, &f, "param/", err, sizeof(err));
+    if (!ok) test_fail(__FILE__, __LINE__, "%s: state does not match the reference:\n%s", path, err);
+    tensor *x = tensor_from_entry(st_find(&f, "input"));
+    const st_entry *le = st_find(&f, "labels");
+    int labels[64];
+    float lf[64];
+    st_to_f32(le, lf);
+    for (int i = 0; i < le->numel; i++) labels[i] = (int)lf[i];
+    forward_opts o = {.train = false};
+    params_zero_grad(&m->ps);
+    tensor *logits = model_forward(m, x, &o);
+    tensor *loss = op_cross_entropy_labels(logits, labels, 0.0f);
+    tape_backward(loss);
+    const st_entry *ref_logits = st_find(&f, "logits"), *ref_loss = st_find(&f, "loss");
+    float *ref = malloc(sizeof(float) * (size_t)ref_logits->numel);
+    st_to_f32(ref_logits, ref);
+    double e_logits = rel_l2(logits->data, ref, logits->numel);
+    float ref_l;
+    st_to_f32(ref_loss, &ref_l);
+    double e_loss = fabs(loss->data[0] - ref_l) / fabs(ref_l);
+    free(ref);
+    if (e_logits > PARITY_TOL || e_loss > PARITY_TOL) {
+        test_fail(__FILE__, __LINE__, "%s: logits rel err %.2e, loss %g vs %g", path, e_logits,
+                  loss->data[0], ref_l);
+        ok = false;
+    }
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; ok && i < m->ps.n; i++) {
+        tensor *p = m->ps.params[i];
+        char key[512];
+        snprintf(key, sizeof(key), "grad/%s", p->name);
+        const st_entry *g = st_find(&f, key);
+        float *gref = malloc(sizeof(float) * (size_t)p->numel);
+        st_to_f32(g, gref);
+        double e = rel_l2(p->grad, gref, p->numel);
+        if (e > worst || e != e) worst = e, worst_name = p->name;
+        free(gref);
+    }
+    if (worst > PARITY_TOL || worst != worst) {
+        test_fail(__FILE__, __LINE__, "%s: gradient of %s rel err %.2e", path, worst_name, worst);
+        ok = false;
+    }
+    printf("    %-28s logits %.1e  loss %.1e  worst grad %.1e (%s)\n", strrchr(path, '/') + 1,
+           e_logits, e_loss, worst, worst_name);
+    model_free(m);
+    config_free(&c);
+    st_close(&f);
+    tape_reset();
+    arena_reset(&vitc_arena);
+    return ok;
+}
+
+TEST(parity_with_pytorch_reference) {
+    DIR *dir = opendir(FIXTURE_DIR);
+    if (!dir) SKIP("no fixtures in " FIXTURE_DIR " (run make parity)");
+    char *names[256];
+    int n = 0;
+    struct dirent *ent;
+    while ((ent = readdir(dir)) && n < 256)
+        if (strstr(ent->d_name, ".safetensors")) names[n++] = strdup(ent->d_name);
+    closedir(dir);
+    EXPECT(n > 0, "no fixtures in " FIXTURE_DIR);
+    for (int i = 0; i < n; i++) {
+        char path[512];
+        snprintf(path, sizeof(path), FIXTURE_DIR "/%s", names[i]);
+        check_fixture(path);
+        free(names[i]);
+    }
+}

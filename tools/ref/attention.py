@@ -1,0 +1,91 @@
+"""Reference attention cores in PyTorch, written from vitc's specs (../shared/specs) to mirror the
+official modules' parameter names and arithmetic. Each core takes the projected q, k, v (heads merged)
+and returns the output before the output projection, like models/attn/*.c. A core registers its
+parameters on the module that owns it (the backbone's attention module), so the state_dict names are
+the official ones (e.g. blocks.0.attn.an_bias)."""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def split_heads(x, heads):
+    b, n, c = x.shape
+    return x.reshape(b, n, heads, c // heads).permute(0, 2, 1, 3)
+
+
+def merge_heads(x):
+    b, h, n, d = x.shape
+    return x.permute(0, 2, 1, 3).reshape(b, n, h * d)
+
+
+class SoftmaxGlobal:
+    """DeiT / PVT multi-head attention: softmax((Q Kᵀ)·s) V."""
+
+    def __init__(self, owner, dim, heads):
+        self.heads, self.scale = heads, (dim // heads) ** -0.5
+
+    def __call__(self, q, k, v):
+        h = self.heads
+        attn = (split_heads(q, h) @ split_heads(k, h).transpose(-2, -1)) * self.scale
+        return merge_heads(attn.softmax(dim=-1) @ split_heads(v, h))
+
+
+class AgentCore:
+    """Agent attention (spec agent_attention.md §2): agents pooled from Q, two softmaxes with the
+    agent biases, plus the depthwise-conv branch on V. Grid (h, w) for queries, (hk, wk) for keys;
+    cls=True adds the DeiT class-token bias terms and keeps the cls token out of pooling and DWC."""
+
+    def __init__(self, owner, dim, heads, agent_num, h, w, hk=None, wk=None, cls=False,
+                 agent_bias=True, dwc=True, dwc_name="dwc"):
+        self.owner = owner
+        hk, wk = hk or h, wk or w
+        self.heads, self.scale, self.agent_num = heads, (dim // heads) ** -0.5, agent_num
+        self.h, self.w, self.hk, self.wk, self.cls = h, w, hk, wk, cls
+        self.use_bias, self.dwc_name = agent_bias, dwc_name
+        a = agent_num
+        if agent_bias:
+            owner.an_bias = nn.Parameter(torch.randn(heads, a, 7, 7) * 0.02)
+            owner.na_bias = nn.Parameter(torch.randn(heads, a, 7, 7) * 0.02)
+            owner.ah_bias = nn.Parameter(torch.randn(1, heads, a, hk, 1) * 0.02)
+            owner.aw_bias = nn.Parameter(torch.randn(1, heads, a, 1, wk) * 0.02)
+            owner.ha_bias = nn.Parameter(torch.randn(1, heads, h, 1, a) * 0.02)
+            owner.wa_bias = nn.Parameter(torch.randn(1, heads, 1, w, a) * 0.02)
+            if cls:
+                owner.ac_bias = nn.Parameter(torch.randn(1, heads, a, 1) * 0.02)
+                owner.ca_bias = nn.Parameter(torch.randn(1, heads, 1, a) * 0.02)
+        if dwc:
+            setattr(owner, dwc_name, nn.Conv2d(dim, dim, 3, padding=1, groups=dim))
+        self.use_dwc = dwc
+
+    def __call__(self, q, k, v):
+        o = self.owner
+        b, n, c = q.shape
+        H, a, p = self.heads, self.agent_num, int(math.isqrt(self.agent_num))
+        off = 1 if self.cls else 0
+        grid_q = q[:, off:].reshape(b, self.h, self.w, c).permute(0, 3, 1, 2)
+        agent = F.adaptive_avg_pool2d(grid_q, (p, p)).reshape(b, c, a).permute(0, 2, 1)
+        qh, kh, vh, ah = (split_heads(t, H) for t in (q, k, v, agent))
+        logits1 = (ah * self.scale) @ kh.transpose(-2, -1)
+        logits2 = (qh * self.scale) @ ah.transpose(-2, -1)
+        if self.use_bias:
+            hk, wk, h, w = self.hk, self.wk, self.h, self.w
+            b1 = F.interpolate(o.an_bias, size=(hk, wk), mode="bilinear").reshape(1, H, a, hk * wk)
+            b1 = b1 + (o.ah_bias + o.aw_bias).reshape(1, H, a, hk * wk)
+            b2 = F.interpolate(o.na_bias, size=(h, w), mode="bilinear").reshape(1, H, a, h * w)
+            b2 = b2.permute(0, 1, 3, 2) + (o.ha_bias + o.wa_bias).reshape(1, H, h * w, a)
+            if self.cls:
+                b1 = torch.cat([o.ac_bias, b1], dim=-1)
+                b2 = torch.cat([o.ca_bias, b2], dim=-2)
+            logits1, logits2 = logits1 + b1, logits2 + b2
+        agent_v = logits1.softmax(dim=-1) @ vh
+        out = merge_heads(logits2.softmax(dim=-1) @ agent_v)
+        if self.use_dwc:
+            vg = v[:, off:].reshape(b, self.hk, self.wk, c).permute(0, 3, 1, 2)
+            conv = getattr(o, self.dwc_name)(vg).permute(0, 2, 3, 1).reshape(b, -1, c)
+            if off:
+                out = torch.cat([out[:, :off], out[:, off:] + conv], dim=1)
+            else:
+                out = out + conv
+        return out
