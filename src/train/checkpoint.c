@@ -1,0 +1,143 @@
+#include "checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/check.h"
+
+#define OPT_M "optim.exp_avg."
+#define OPT_V "optim.exp_avg_sq."
+#define EMA "ema."
+
+bool checkpoint_save(const char *path, const model *m, const char *config_json, const adamw *opt,
+                     const float *ema, const train_state *st, char *err, size_t err_len) {
+    const param_store *ps = &m->ps;
+    int n = ps->n;
+    char **names = xcalloc((size_t)3 * n + 1, sizeof(char *));
+    st_writer w;
+    st_writer_init(&w);
+    for (int i = 0; i < n; i++) {
+        const tensor *p = ps->params[i];
+        st_add(&w, p->name, p->data, p->ndim, p->shape);
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const tensor *p = ps->params[i];
+        int64_t off = p->data - ps->data;
+        const char *prefixes[3] = {OPT_M, OPT_V, EMA};
+        const float *blocks[3] = {opt ? opt->m : NULL, opt ? opt->v : NULL, ema};
+        for (int b = 0; b < 3; b++) {
+            if (!blocks[b]) continue;
+            size_t len = strlen(prefixes[b]) + strlen(p->name) + 1;
+            names[k] = xmalloc(len);
+            snprintf(names[k], len, "%s%s", prefixes[b], p->name);
+            st_add(&w, names[k++], blocks[b] + off, p->ndim, p->shape);
+        }
+    }
+    char state[256];
+    snprintf(state, sizeof(state),
+             "{\"epoch\": %d, \"step\": %lld, \"best_top1\": %.17g, \"best_epoch\": %d, "
+             "\"optimizer_steps\": %lld}",
+             st->epoch, (long long)st->step, st->best_top1, st->best_epoch,
+             (long long)(opt ? opt->step : 0));
+    st_add_meta(&w, "format", "vitc-checkpoint-1");
+    st_add_meta(&w, "config", config_json);
+    st_add_meta(&w, "train_state", state);
+    bool ok = st_write(&w, path, err, err_len);
+    st_writer_free(&w);
+    for (int i = 0; i < k; i++) free(names[i]);
+    free(names);
+    return ok;
+}
+
+bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err, size_t err_len) {
+    if (!st_read(f, path, err, err_len)) return false;
+    const char *cfg = st_meta(f, "config");
+    if (!cfg) {
+        snprintf(err, err_len, "%s: no \"config\" in the header metadata (not a vitc checkpoint; "
+                 "convert official weights with tools/convert_pth.py)", path);
+        st_close(f);
+        return false;
+    }
+    *config_json = strdup(cfg);
+    return true;
+}
+
+/* copies "prefix<name>" tensors into a flat block shaped like the parameters */
+static bool load_block(const st_file *f, const char *path, const model *m, const char *prefix,
+                       float *block, char *err, size_t err_len) {
+    for (int i = 0; i < m->ps.n; i++) {
+        const tensor *p = m->ps.params[i];
+        char key[512];
+        snprintf(key, sizeof(key), "%s%s", prefix, p->name);
+        const st_entry *e = st_find(f, key);
+        if (!e || e->numel != p->numel || !st_to_f32(e, block + (p->data - m->ps.data))) {
+            snprintf(err, err_len, "%s: %s %s", path, e ? "bad tensor" : "missing tensor", key);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool read_state(const st_file *f, const char *path, train_state *st, int64_t *opt_steps,
+                       char *err, size_t err_len) {
+    const char *text = st_meta(f, "train_state");
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    const cJSON *epoch = cJSON_GetObjectItemCaseSensitive(j, "epoch");
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
+    const cJSON *best = cJSON_GetObjectItemCaseSensitive(j, "best_top1");
+    const cJSON *best_epoch = cJSON_GetObjectItemCaseSensitive(j, "best_epoch");
+    const cJSON *osteps = cJSON_GetObjectItemCaseSensitive(j, "optimizer_steps");
+    bool ok = cJSON_IsNumber(epoch) && cJSON_IsNumber(step) && cJSON_IsNumber(best) &&
+              cJSON_IsNumber(best_epoch) && cJSON_IsNumber(osteps) && epoch->valuedouble >= 0 &&
+              step->valuedouble >= 0 && osteps->valuedouble >= 0;
+    if (ok) {
+        st->epoch = (int)epoch->valuedouble;
+        st->step = (int64_t)step->valuedouble;
+        st->best_top1 = best->valuedouble;
+        st->best_epoch = (int)best_epoch->valuedouble;
+        *opt_steps = (int64_t)osteps->valuedouble;
+    } else {
+        snprintf(err, err_len, "%s: missing or malformed \"train_state\" metadata", path);
+    }
+    cJSON_Delete(j);
+    return ok;
+}
+
+bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt, float *ema,
+                        train_state *st, char *err, size_t err_len) {
+    char report[4096];
+    /* the parameters are the unprefixed names: optimizer and EMA tensors are not "unexpected" */
+    st_file params_only = *f;
+    st_entry *kept = xcalloc((size_t)f->n + 1, sizeof(st_entry));
+    int n = 0;
+    for (int i = 0; i < f->n; i++) {
+        const char *name = f->entries[i].name;
+        if (strncmp(name, OPT_M, strlen(OPT_M)) && strncmp(name, OPT_V, strlen(OPT_V)) &&
+            strncmp(name, EMA, strlen(EMA)))
+            kept[n++] = f->entries[i];
+    }
+    params_only.entries = kept;
+    params_only.n = n;
+    bool ok = model_load_state(m, &params_only, "", report, sizeof(report));
+    free(kept);
+    if (!ok) {
+        snprintf(err, err_len, "%s: the checkpoint does not match the model:\n%s", path, report);
+        return false;
+    }
+    int64_t opt_steps = 0;
+    if (st && !read_state(f, path, st, &opt_steps, err, err_len)) return false;
+    if (opt) {
+        if (!load_block(f, path, m, OPT_M, opt->m, err, err_len) ||
+            !load_block(f, path, m, OPT_V, opt->v, err, err_len))
+            return false;
+        opt->step = opt_steps;
+    }
+    if (ema && !load_block(f, path, m, EMA, ema, err, err_len)) return false;
+    return true;
+}
+
+bool checkpoint_load_ema(const st_file *f, const char *path, model *m, char *err, size_t err_len) {
+    return load_block(f, path, m, EMA, m->ps.data, err, err_len);
+}

@@ -1,0 +1,28 @@
+/* Checkpoints: one .safetensors file. Parameters under their official names (what `eval` and
+ * tools/convert_pth.py use), AdamW moments under "optim.exp_avg." / "optim.exp_avg_sq.", EMA weights
+ * under "ema."; the resolved config and the training state in the header metadata. Written
+ * atomically (temp file, fsync, rename). Every random stream of training is derived from (seed,
+ * step) or (seed, epoch, sample), so the state needs no generator snapshots to resume exactly. */
+#pragma once
+#include "../../models/model.h"
+#include "optim.h"
+
+typedef struct train_state {
+    int epoch;        /* epochs completed */
+    int64_t step;     /* optimizer steps taken */
+    double best_top1; /* best validation top-1 so far (-1: none) */
+    int best_epoch;
+} train_state;
+
+/* opt and ema may be NULL (weights-only checkpoint). */
+bool checkpoint_save(const char *path, const model *m, const char *config_json, const adamw *opt,
+                     const float *ema, const train_state *st, char *err, size_t err_len);
+
+/* Reads a checkpoint file and its resolved config JSON (malloc'd copy in *config_json). */
+bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err, size_t err_len);
+/* Loads the parameters (and, when given and present, optimizer moments, EMA and state) into a model
+ * built from the checkpoint's config. Names every missing / unexpected / mis-shaped tensor. */
+bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt, float *ema,
+                        train_state *st, char *err, size_t err_len);
+/* Copies the "ema." weights into the model's parameters (eval --ema). */
+bool checkpoint_load_ema(const st_file *f, const char *path, model *m, char *err, size_t err_len);
