@@ -47,3 +47,23 @@ float rng_trunc_normal(rng *r, float std, float lo, float hi) {
         if (v >= lo && v <= hi) return v;
     }
 }
+
+double rng_gamma(rng *r, double shape) {
+    if (shape < 1.0) { /* boost: Gamma(a) = Gamma(a + 1) * U^(1/a) */
+        double u = 1.0 - rng_uniform_f64(r);
+        return rng_gamma(r, shape + 1.0) * pow(u, 1.0 / shape);
+    }
+    double d = shape - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = rng_normal(r), v = 1.0 + c * x;
+        if (v <= 0) continue;
+        v = v * v * v;
+        double u = 1.0 - rng_uniform_f64(r);
+        if (log(u) < 0.5 * x * x + d - d * v + d * log(v)) return d * v;
+    }
+}
+
+double rng_beta(rng *r, double a, double b) {
+    double x = rng_gamma(r, a), y = rng_gamma(r, b);
+    return x / (x + y);
+}

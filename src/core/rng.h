@@ -23,5 +23,8 @@ uint32_t rng_below(rng *r, uint32_t n); /* uniform in [0, n) */
 float rng_uniform(rng *r);              /* uniform in [0, 1) with 24 random bits */
 double rng_uniform_f64(rng *r);         /* uniform in [0, 1) with 53 random bits */
 float rng_normal(rng *r);               /* standard normal (Box-Muller) */
+/* Gamma(shape, 1) (Marsaglia-Tsang) and Beta(a, b) from two gammas (mixup's lambda). */
+double rng_gamma(rng *r, double shape);
+double rng_beta(rng *r, double a, double b);
 /* Normal(0, std) redrawn until inside [lo, hi], as timm's trunc_normal_ (bounds are absolute). */
 float rng_trunc_normal(rng *r, float std, float lo, float hi);

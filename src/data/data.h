@@ -1,0 +1,64 @@
+/* Image classification data: ImageNet-style folders (root/<class>/<image>, class index = sorted
+ * folder name, as torchvision's ImageFolder) or a list file of "path label" lines; decoding with
+ * stb_image; train augmentation (RandomResizedCrop, flip, RandAugment, colour jitter, random
+ * erasing) and eval transform (resize by crop_pct, center crop); a prefetching loader on worker
+ * threads whose output depends only on (seed, epoch, sample index), never on the thread count. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/config.h"
+
+typedef struct dataset {
+    char **paths;
+    int *labels;
+    int n;
+    char **class_names; /* sorted folder names (list files: "0", "1", ...) */
+    int n_classes;
+} dataset;
+
+/* root is a folder of class folders, or a text file of "relative/or/absolute/path label" lines
+ * (relative to the list file's folder). Errors (missing folder, empty class folder, empty split,
+ * bad line) name the path and return false. */
+bool dataset_open(dataset *d, const char *root, char *err, size_t err_len);
+void dataset_free(dataset *d);
+
+typedef struct augment_config {
+    int img_size, in_chans;
+    double mean[4], std[4];
+    /* train */
+    double scale_min, scale_max, ratio_min, ratio_max; /* RandomResizedCrop */
+    bool bicubic;                                      /* else bilinear */
+    double hflip;                                      /* probability */
+    char randaugment[64];                              /* "" = off, e.g. "rand-m9-mstd0.5-inc1" */
+    double color_jitter;                               /* 0 = off; skipped when RandAugment is on */
+    double reprob;                                     /* random erasing probability */
+    /* eval */
+    double crop_pct;                                   /* resize to img/crop_pct then center crop */
+} augment_config;
+
+/* Reads data.* and aug.* keys (defaults: the official recipe). */
+void augment_config_read(augment_config *a, config *c);
+
+typedef struct loader loader;
+
+typedef struct batch {
+    float *images; /* (n, img, img, in_chans) channels-last, normalised */
+    int *labels;   /* n */
+    int n;         /* samples in this batch (the last eval batch may be short) */
+    int skipped;   /* undecodable files replaced in this batch (warned once each, by name) */
+} batch;
+
+/* train: shuffled (seed, epoch), augmented, drop_last; else in order with the eval transform. */
+loader *loader_create(const dataset *d, const augment_config *a, int batch_size, bool train,
+                      int workers, uint64_t seed);
+void loader_free(loader *l);
+/* Starts an epoch; batches are then returned in order by loader_next until it returns false. */
+void loader_start_epoch(loader *l, int epoch);
+/* The next batch (valid until the next call), or false at the end of the epoch. */
+bool loader_next(loader *l, batch *b);
+int loader_batches_per_epoch(const loader *l);
+
+/* Decodes one image file to 8-bit pixels with the given channel count (1 or 3), converting
+ * grayscale/alpha/palette/16-bit as stb_image does; NULL with a reason on failure. */
+unsigned char *image_load(const char *path, int channels, int *w, int *h, char *err, size_t err_len);
