@@ -51,6 +51,17 @@ tensor *tensor_view(const tensor *x, int ndim, const int *shape) {
     return t;
 }
 
+tensor *tensor_wrap(float *data, int ndim, const int *shape) {
+    CHECK(ndim >= 1 && ndim <= TENSOR_MAX_DIMS, "wrap with %d dims", ndim);
+    tensor *t = arena_alloc(&vitc_arena, sizeof(tensor));
+    memset(t, 0, sizeof(*t));
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->numel = shape_numel(ndim, shape);
+    t->data = data;
+    return t;
+}
+
 float *tensor_grad(tensor *t) {
     if (!t->grad) t->grad = arena_calloc(&vitc_arena, (size_t)t->numel * sizeof(float));
     return t->grad;

@@ -31,6 +31,9 @@ tensor *tensor_view(const tensor *x, int ndim, const int *shape);
 #define TENSOR(...)                                                                                \
     tensor_new((int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
 
+/* New arena tensor struct over caller-owned data (e.g. the loader's batch buffer). */
+tensor *tensor_wrap(float *data, int ndim, const int *shape);
+
 /* Gradient buffer of t, allocated zeroed in the arena on first use. */
 float *tensor_grad(tensor *t);
 

@@ -59,6 +59,9 @@ void loader_start_epoch(loader *l, int epoch);
 bool loader_next(loader *l, batch *b);
 int loader_batches_per_epoch(const loader *l);
 
+/* One image through the eval transform into out (img, img, in_chans), normalised. */
+bool image_load_eval(const char *path, const augment_config *a, float *out, char *err, size_t err_len);
+
 /* Decodes one image file to 8-bit pixels with the given channel count (1 or 3), converting
  * grayscale/alpha/palette/16-bit as stb_image does; NULL with a reason on failure. */
 unsigned char *image_load(const char *path, int channels, int *w, int *h, char *err, size_t err_len);

@@ -10,8 +10,9 @@
 #define OPT_V "optim.exp_avg_sq."
 #define EMA "ema."
 
-bool checkpoint_save(const char *path, const model *m, const char *config_json, const adamw *opt,
-                     const float *ema, const train_state *st, char *err, size_t err_len) {
+bool checkpoint_save(const char *path, const model *m, const char *config_json,
+                     const char *classes_json, const adamw *opt, const float *ema,
+                     const train_state *st, char *err, size_t err_len) {
     const param_store *ps = &m->ps;
     int n = ps->n;
     char **names = xcalloc((size_t)3 * n + 1, sizeof(char *));
@@ -44,6 +45,7 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json, 
     st_add_meta(&w, "format", "vitc-checkpoint-1");
     st_add_meta(&w, "config", config_json);
     st_add_meta(&w, "train_state", state);
+    if (classes_json) st_add_meta(&w, "classes", classes_json);
     bool ok = st_write(&w, path, err, err_len);
     st_writer_free(&w);
     for (int i = 0; i < k; i++) free(names[i]);

@@ -14,9 +14,11 @@ typedef struct train_state {
     int best_epoch;
 } train_state;
 
-/* opt and ema may be NULL (weights-only checkpoint). */
-bool checkpoint_save(const char *path, const model *m, const char *config_json, const adamw *opt,
-                     const float *ema, const train_state *st, char *err, size_t err_len);
+/* opt and ema may be NULL (weights-only checkpoint); classes_json (a JSON array of class names, for
+ * `eval --image`) may be NULL. */
+bool checkpoint_save(const char *path, const model *m, const char *config_json,
+                     const char *classes_json, const adamw *opt, const float *ema,
+                     const train_state *st, char *err, size_t err_len);
 
 /* Reads a checkpoint file and its resolved config JSON (malloc'd copy in *config_json). */
 bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err, size_t err_len);

@@ -1,0 +1,27 @@
+/* The training loop behind `train`: config -> model, optimizer, EMA, loaders -> epochs of
+ * (mixup, forward, loss, backward, clip, AdamW, EMA) with validation, metrics.jsonl, progress, and
+ * last/best checkpoints in checkpoints/<run-name>/. */
+#pragma once
+#include <stdbool.h>
+
+#include "../core/config.h"
+
+typedef struct train_options {
+    const char *resume; /* checkpoint to continue from, or NULL */
+    const char *out;    /* overrides run.out */
+    bool quiet;
+} train_options;
+
+/* Returns the process exit code (0 success, 1 runtime/input error). */
+int train_run(config *c, const train_options *o);
+
+typedef struct eval_result {
+    double top1, top5, loss;
+    int n;
+    double img_per_s;
+} eval_result;
+
+struct model;
+struct loader;
+/* Top-1/top-5/mean loss of m over one pass of the loader (grad off, arena reset per batch). */
+eval_result evaluate(struct model *m, struct loader *l);
