@@ -60,8 +60,17 @@ TEST_SRC  := $(wildcard tests/*.c)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
+CLIS := train eval
+
 .PHONY: all test bench-ops deps clean check-deps
-all: check-deps $(BUILD)/test_runner $(BUILD)/bench_ops
+all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops
+
+# the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
+$(CLIS): %: $(BUILD)/%
+	cp $< $@
+
+$(BUILD)/train $(BUILD)/eval: $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libvitc.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 check-deps:
 	@echo "vitc build ($(MODE)): found $(FOUND)"
@@ -92,13 +101,13 @@ $(BUILD)/test_runner: $(TEST_OBJ) $(BUILD)/libvitc.a
 $(BUILD)/bench_ops: $(BUILD)/tools/bench_ops.o $(BUILD)/libvitc.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-test: check-deps $(BUILD)/test_runner
+test: check-deps $(CLIS) $(BUILD)/test_runner
 	$(BUILD)/test_runner $(T)
 
 bench-ops: check-deps $(BUILD)/bench_ops
 	$(BUILD)/bench_ops
 
 clean:
-	rm -rf build
+	rm -rf build $(CLIS)
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tools/bench_ops.d
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLIS:%=$(BUILD)/tools/%.d) $(BUILD)/tools/bench_ops.d

@@ -1,0 +1,100 @@
+/* train: builds the resolved config (defaults < model registry < --config < --set) and runs the
+ * training loop. Exit 0 on success, 1 on runtime/input errors, 2 on usage errors, 130 on Ctrl-C. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../models/model.h"
+#include "core/check.h"
+#include "core/threads.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: train --config FILE [--set key=value]... [--resume CKPT] [--threads N]\n"
+            "             [--out DIR] [--quiet] [--summary] [--device cpu]\n"
+            "  --config FILE   JSON config; a bare name is also looked up in configs/ (e.g. agent_swin_t)\n"
+            "  --set k=v       override one key, e.g. --set train.lr=1e-3 --set model.attn=agent\n"
+            "  --resume CKPT   continue a run from its checkpoint exactly\n"
+            "  --threads N     OpenMP/OpenBLAS threads (default: OMP_NUM_THREADS or all cores)\n"
+            "  --out DIR       run directories go to DIR/<run.name> (default checkpoints/)\n"
+            "  --quiet         no progress bar\n"
+            "  --device cpu    the only device of this build\n");
+}
+
+/* --config agent_swin_t or agent_swin_t.json also finds configs/agent_swin_t.json */
+static const char *find_config(const char *name, char *buf, size_t len) {
+    if (access(name, R_OK) == 0) return name;
+    const char *ext = strstr(name, ".json") ? "" : ".json";
+    snprintf(buf, len, "configs/%s%s", name, ext);
+    return access(buf, R_OK) == 0 ? buf : name;
+}
+
+int main(int argc, char **argv) {
+    const char *files[16], *sets[256];
+    int n_files = 0, n_sets = 0, threads = 0;
+    char paths[16][512];
+    train_options o = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_value = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--config") && has_value && n_files < 16) {
+            files[n_files] = find_config(argv[++i], paths[n_files], sizeof(paths[0]));
+            n_files++;
+        } else if (!strcmp(a, "--set") && has_value && n_sets < 256) {
+            sets[n_sets++] = argv[++i];
+        } else if (!strcmp(a, "--resume") && has_value) {
+            o.resume = argv[++i];
+        } else if (!strcmp(a, "--threads") && has_value) {
+            threads = atoi(argv[++i]);
+            if (threads <= 0) {
+                fprintf(stderr, "error: --threads %s: expected a positive integer\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--out") && has_value) {
+            o.out = argv[++i];
+        } else if (!strcmp(a, "--quiet")) {
+            o.quiet = true;
+        } else if (!strcmp(a, "--device") && has_value) {
+            if (strcmp(argv[++i], "cpu") != 0) {
+                fprintf(stderr, "error: --device %s: this build has only the cpu device "
+                        "(the CUDA backend is not built)\n", argv[i]);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "error: unknown or incomplete argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!n_files && !o.resume) {
+        fprintf(stderr, "error: --config is required\n");
+        usage(stderr);
+        return 2;
+    }
+    vitc_set_threads(threads);
+    if (o.quiet) vitc_log_level = LOG_WARN;
+    config c;
+    config_init(&c);
+    if (n_files) {
+        model_config_load(&c, files, n_files, sets, n_sets);
+    } else { /* --resume alone: the run's own resolved config, then any --set */
+        st_file f;
+        char *saved = NULL, err[1024];
+        if (!checkpoint_open(&f, o.resume, &saved, err, sizeof(err))) {
+            fprintf(stderr, "error: --resume: %s\n", err);
+            return 1;
+        }
+        st_close(&f);
+        config_merge_text(&c, saved, o.resume);
+        free(saved);
+        for (int i = 0; i < n_sets; i++) config_set(&c, sets[i]);
+    }
+    int code = train_run(&c, &o);
+    config_free(&c);
+    return code;
+}
