@@ -59,7 +59,7 @@ void tape_run_backward(void) {
 
 void tape_backward(tensor *loss) {
     CHECK(loss->numel == 1, "backward needs a one-element loss, got shape %s", SHAPE_STR(loss));
-    const float one = 1.0f;
+    static const float one = 1.0f;
     tape_backward_from(loss, &one);
 }
 

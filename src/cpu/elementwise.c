@@ -1,0 +1,252 @@
+#include "elementwise.h"
+
+#include <math.h>
+#include <string.h>
+
+bool broadcast_plan(broadcast *bc, int nda, const int *sa, int ndb, const int *sb) {
+    int a5[5], b5[5];
+    for (int i = 0; i < 5; i++) {
+        a5[i] = i < 5 - nda ? 1 : sa[i - (5 - nda)];
+        b5[i] = i < 5 - ndb ? 1 : sb[i - (5 - ndb)];
+    }
+    bc->n = bc->na = bc->nb = 1;
+    for (int i = 0; i < 5; i++) {
+        if (a5[i] != b5[i] && a5[i] != 1 && b5[i] != 1) return false;
+        bc->out[i] = a5[i] > b5[i] ? a5[i] : b5[i];
+        bc->n *= bc->out[i];
+        bc->na *= a5[i];
+        bc->nb *= b5[i];
+    }
+    int64_t acc_a = 1, acc_b = 1, acc_o = 1;
+    for (int i = 4; i >= 0; i--) {
+        bc->stride_a[i] = a5[i] == 1 ? 0 : acc_a;
+        bc->stride_b[i] = b5[i] == 1 ? 0 : acc_b;
+        bc->stride_out[i] = acc_o;
+        acc_a *= a5[i];
+        acc_b *= b5[i];
+        acc_o *= bc->out[i];
+    }
+    /* b (or a) equal to the trailing dims of the output: index = i mod its size */
+    bool b_suffix = true, a_suffix = true, started_b = false, started_a = false;
+    for (int i = 0; i < 5; i++) {
+        if (b5[i] != 1) started_b = true;
+        if (started_b && b5[i] != bc->out[i]) b_suffix = false;
+        if (a5[i] != 1) started_a = true;
+        if (started_a && a5[i] != bc->out[i]) a_suffix = false;
+    }
+    if (bc->na == bc->n && bc->nb == bc->n) bc->kind = BCAST_SAME;
+    else if (bc->na == bc->n && b_suffix) bc->kind = BCAST_B_SUFFIX;
+    else if (bc->nb == bc->n && a_suffix) bc->kind = BCAST_A_SUFFIX;
+    else bc->kind = BCAST_GENERAL;
+    return true;
+}
+
+static inline float apply(binary_op op, float x, float y) {
+    return op == BIN_ADD ? x + y : op == BIN_MUL ? x * y : x / y;
+}
+
+/* offsets of output element i into a and b */
+static inline void offsets(const broadcast *bc, int64_t i, int64_t *ia, int64_t *ib) {
+    int64_t oa = 0, ob = 0;
+    for (int d = 4; d >= 0; d--) {
+        int64_t c = i % bc->out[d];
+        i /= bc->out[d];
+        oa += c * bc->stride_a[d];
+        ob += c * bc->stride_b[d];
+    }
+    *ia = oa;
+    *ib = ob;
+}
+
+void binary_forward(binary_op op, float *out, const float *a, const float *b, const broadcast *bc) {
+    int64_t n = bc->n, na = bc->na, nb = bc->nb;
+    switch (bc->kind) {
+    case BCAST_SAME:
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) out[i] = apply(op, a[i], b[i]);
+        break;
+    case BCAST_B_SUFFIX:
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n / nb; r++)
+            for (int64_t j = 0; j < nb; j++) out[r * nb + j] = apply(op, a[r * nb + j], b[j]);
+        break;
+    case BCAST_A_SUFFIX:
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n / na; r++)
+            for (int64_t j = 0; j < na; j++) out[r * na + j] = apply(op, a[j], b[r * na + j]);
+        break;
+    default:
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) {
+            int64_t ia, ib;
+            offsets(bc, i, &ia, &ib);
+            out[i] = apply(op, a[ia], b[ib]);
+        }
+    }
+}
+
+/* the gradient terms: d(a op b)/da and /db times g, at output element with operand values x, y, z */
+static inline float grad_a(binary_op op, float g, float y) {
+    return op == BIN_ADD ? g : op == BIN_MUL ? g * y : g / y;
+}
+static inline float grad_b(binary_op op, float g, float x, float y, float z) {
+    return op == BIN_ADD ? g : op == BIN_MUL ? g * x : -g * z / y;
+}
+
+/* sum over the output elements that map to input element i (operand `which`) of term(o) */
+#define PREIMAGE_SUM(bc, in5, i, o, term, result)                                                  \
+    do {                                                                                           \
+        int64_t rem_ = (i), base_ = 0, count_ = 1;                                                 \
+        int free_[5], nf_ = 0;                                                                     \
+        for (int d_ = 4; d_ >= 0; d_--) {                                                          \
+            int64_t c_ = rem_ % (in5)[d_];                                                         \
+            rem_ /= (in5)[d_];                                                                     \
+            if ((in5)[d_] == (bc)->out[d_]) base_ += c_ * (bc)->stride_out[d_];                    \
+            else free_[nf_++] = d_, count_ *= (bc)->out[d_];                                       \
+        }                                                                                          \
+        double s_ = 0;                                                                             \
+        for (int64_t j_ = 0; j_ < count_; j_++) {                                                  \
+            int64_t r_ = j_, o = base_;                                                            \
+            for (int k_ = 0; k_ < nf_; k_++) {                                                     \
+                o += (r_ % (bc)->out[free_[k_]]) * (bc)->stride_out[free_[k_]];                    \
+                r_ /= (bc)->out[free_[k_]];                                                        \
+            }                                                                                      \
+            s_ += (term);                                                                          \
+        }                                                                                          \
+        (result) = (float)s_;                                                                      \
+    } while (0)
+
+void broadcast_reduce(float *g_in, const float *g_out, const int *in5, const int *out5) {
+    broadcast bc;
+    int64_t acc = 1, n_in = 1;
+    for (int d = 4; d >= 0; d--) {
+        bc.out[d] = out5[d];
+        bc.stride_out[d] = acc;
+        acc *= out5[d];
+        n_in *= in5[d];
+    }
+    bool suffix = true, started = false;
+    for (int d = 0; d < 5; d++) {
+        if (in5[d] != 1) started = true;
+        if (started && in5[d] != out5[d]) suffix = false;
+    }
+    if (suffix) { /* bias-like: threads own column blocks and stream the rows */
+        int64_t rows = acc / n_in;
+        const int64_t block = 64;
+#pragma omp parallel for schedule(static)
+        for (int64_t j0 = 0; j0 < n_in; j0 += block) {
+            int64_t j1 = j0 + block < n_in ? j0 + block : n_in;
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t j = j0; j < j1; j++) g_in[j] += g_out[r * n_in + j];
+        }
+        return;
+    }
+    /* each input element sums its own preimage: parallel over inputs, no atomics */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n_in; i++) {
+        float s;
+        PREIMAGE_SUM(&bc, in5, i, o, g_out[o], s);
+        g_in[i] += s;
+    }
+}
+
+void binary_backward(binary_op op, float *ga, float *gb, const float *gout, const float *a,
+                     const float *b, const float *out, const broadcast *bc) {
+    int64_t n = bc->n;
+    int a5[5], b5[5];
+    for (int d = 0; d < 5; d++) {
+        a5[d] = bc->stride_a[d] || bc->out[d] == 1 ? bc->out[d] : 1;
+        b5[d] = bc->stride_b[d] || bc->out[d] == 1 ? bc->out[d] : 1;
+    }
+    if (bc->kind == BCAST_SAME) {
+        if (ga) {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++) ga[i] += grad_a(op, gout[i], b[i]);
+        }
+        if (gb) {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++) gb[i] += grad_b(op, gout[i], a[i], b[i], out[i]);
+        }
+        return;
+    }
+    for (int which = 0; which < 2; which++) {
+        float *g = which == 0 ? ga : gb;
+        if (!g) continue;
+        const int *in5 = which == 0 ? a5 : b5;
+        int64_t n_in = which == 0 ? bc->na : bc->nb;
+        if (op == BIN_ADD) {
+            if (n_in == n) {
+#pragma omp parallel for schedule(static)
+                for (int64_t i = 0; i < n; i++) g[i] += gout[i];
+            } else {
+                broadcast_reduce(g, gout, in5, bc->out);
+            }
+            continue;
+        }
+        /* products: each input element sums g * (the other operand) over its preimage, so threads
+         * own disjoint outputs */
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n_in; i++) {
+            float s;
+            int64_t ia, ib;
+            PREIMAGE_SUM(bc, in5, i, o,
+                         (offsets(bc, o, &ia, &ib),
+                          which == 0 ? grad_a(op, gout[o], b[ib])
+                                     : grad_b(op, gout[o], a[ia], b[ib], out[o])),
+                         s);
+            g[i] += s;
+        }
+    }
+}
+
+void gelu_forward(float *out, const float *x, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+}
+
+void gelu_backward(float *dx, const float *dout, const float *x, int64_t n) {
+    /* d/dx x Phi(x) = Phi(x) + x phi(x) */
+    const float inv_sqrt_2pi = 0.3989422804014327f;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float cdf = 0.5f * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+        float pdf = inv_sqrt_2pi * expf(-0.5f * x[i] * x[i]);
+        dx[i] += dout[i] * (cdf + x[i] * pdf);
+    }
+}
+
+void relu_forward(float *out, const float *x, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] > 0 ? x[i] : 0.0f;
+}
+
+void relu_backward(float *dx, const float *dout, const float *x, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dx[i] += x[i] > 0 ? dout[i] : 0.0f;
+}
+
+void softplus_forward(float *out, const float *x, int64_t n) {
+    /* torch: x itself above the threshold 20, where log1p(e^x) == x in float */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] > 20.0f ? x[i] : log1pf(expf(x[i]));
+}
+
+void softplus_backward(float *dx, const float *dout, const float *x, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dx[i] += x[i] > 20.0f ? dout[i] : dout[i] / (1.0f + expf(-x[i]));
+}
+
+void pow_forward(float *out, const float *x, float p, int64_t n) {
+    if (p == 3.0f) { /* FLatten's focusing power: exact cube, like torch's x ** 3 */
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * x[i] * x[i];
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = powf(x[i], p);
+}
+
+void pow_backward(float *dx, const float *dout, const float *x, float p, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dx[i] += dout[i] * p * powf(x[i], p - 1.0f);
+}

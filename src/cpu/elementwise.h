@@ -1,0 +1,37 @@
+/* Elementwise kernels: binary ops with numpy broadcasting over at most 5 dims, and the unary
+ * activations. Backward kernels accumulate (+=). */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { BIN_ADD, BIN_MUL, BIN_DIV } binary_op;
+
+/* Shapes padded on the left to 5 dims; strides of a and b are 0 along their broadcast dims. */
+typedef struct broadcast {
+    int out[5];
+    int64_t stride_a[5], stride_b[5], stride_out[5];
+    int64_t n;          /* output elements */
+    int64_t na, nb;     /* input elements */
+    int kind;           /* BCAST_SAME, BCAST_B_SUFFIX, BCAST_A_SUFFIX or BCAST_GENERAL */
+} broadcast;
+enum { BCAST_SAME, BCAST_B_SUFFIX, BCAST_A_SUFFIX, BCAST_GENERAL };
+
+/* Fills bc; returns false if the shapes do not broadcast. */
+bool broadcast_plan(broadcast *bc, int nda, const int *sa, int ndb, const int *sb);
+
+void binary_forward(binary_op op, float *out, const float *a, const float *b, const broadcast *bc);
+/* ga (shaped like a) += dL/da, gb += dL/db; either may be NULL. out is the forward result (div). */
+void binary_backward(binary_op op, float *ga, float *gb, const float *gout, const float *a,
+                     const float *b, const float *out, const broadcast *bc);
+
+/* g_in (shape in, padded to 5 dims) += sum of g_out over the dims where in has size 1 */
+void broadcast_reduce(float *g_in, const float *g_out, const int *in5, const int *out5);
+
+void gelu_forward(float *out, const float *x, int64_t n);
+void gelu_backward(float *dx, const float *dout, const float *x, int64_t n);
+void relu_forward(float *out, const float *x, int64_t n);
+void relu_backward(float *dx, const float *dout, const float *x, int64_t n);
+void softplus_forward(float *out, const float *x, int64_t n);
+void softplus_backward(float *dx, const float *dout, const float *x, int64_t n);
+void pow_forward(float *out, const float *x, float p, int64_t n);
+void pow_backward(float *dx, const float *dout, const float *x, float p, int64_t n);
