@@ -1,21 +1,7 @@
 /* TEMPORARY during parallel development: weak placeholders overridden by the real backward. */
 #include "backward.h"
 #include "../core/check.h"
-__attribute__((weak)) void op_add_backward(tape_node *n) { (void)n; FATAL("op_add_backward missing"); }
-__attribute__((weak)) void op_mul_backward(tape_node *n) { (void)n; FATAL("op_mul_backward missing"); }
-__attribute__((weak)) void op_div_backward(tape_node *n) { (void)n; FATAL("op_div_backward missing"); }
-__attribute__((weak)) void op_expand_backward(tape_node *n) { (void)n; FATAL("op_expand_backward missing"); }
-__attribute__((weak)) void op_scale_backward(tape_node *n) { (void)n; FATAL("op_scale_backward missing"); }
-__attribute__((weak)) void op_add_scalar_backward(tape_node *n) { (void)n; FATAL("op_add_scalar_backward missing"); }
-__attribute__((weak)) void op_reshape_backward(tape_node *n) { (void)n; FATAL("op_reshape_backward missing"); }
-__attribute__((weak)) void op_permute_backward(tape_node *n) { (void)n; FATAL("op_permute_backward missing"); }
-__attribute__((weak)) void op_concat_backward(tape_node *n) { (void)n; FATAL("op_concat_backward missing"); }
-__attribute__((weak)) void op_slice_backward(tape_node *n) { (void)n; FATAL("op_slice_backward missing"); }
 __attribute__((weak)) void op_layernorm_backward(tape_node *n) { (void)n; FATAL("op_layernorm_backward missing"); }
-__attribute__((weak)) void op_gelu_backward(tape_node *n) { (void)n; FATAL("op_gelu_backward missing"); }
-__attribute__((weak)) void op_relu_backward(tape_node *n) { (void)n; FATAL("op_relu_backward missing"); }
-__attribute__((weak)) void op_softplus_backward(tape_node *n) { (void)n; FATAL("op_softplus_backward missing"); }
-__attribute__((weak)) void op_pow_backward(tape_node *n) { (void)n; FATAL("op_pow_backward missing"); }
 __attribute__((weak)) void op_l2norm_backward(tape_node *n) { (void)n; FATAL("op_l2norm_backward missing"); }
 __attribute__((weak)) void op_softmax_backward(tape_node *n) { (void)n; FATAL("op_softmax_backward missing"); }
 __attribute__((weak)) void op_mean_backward(tape_node *n) { (void)n; FATAL("op_mean_backward missing"); }
@@ -38,12 +24,6 @@ __attribute__((weak)) void op_cross_entropy_backward(tape_node *n) { (void)n; FA
 #include "ops.h"
 #define PENDING(ret, name, ...)                                                                    \
     __attribute__((weak)) ret name(__VA_ARGS__) { FATAL(#name " is not implemented yet"); }
-PENDING(tensor *, op_reshape, tensor *x, int ndim, const int *shape)
-PENDING(tensor *, op_permute, tensor *x, const int *perm)
-PENDING(tensor *, op_transpose, tensor *x, int d0, int d1)
-PENDING(tensor *, op_concat, int n, tensor *const *xs, int dim)
-PENDING(tensor *, op_slice, tensor *x, int dim, int start, int len)
-PENDING(void, op_split, tensor *x, int dim, int n, const int *sizes, tensor **out)
 PENDING(tensor *, op_layernorm, tensor *x, tensor *w, tensor *b, float eps)
 PENDING(tensor *, op_l2norm, tensor *x)
 PENDING(tensor *, op_softmax, tensor *x, tensor *bias)
