@@ -1,10 +1,6 @@
 /* TEMPORARY during parallel development: weak placeholders overridden by the real backward. */
 #include "backward.h"
 #include "../core/check.h"
-__attribute__((weak)) void op_layernorm_backward(tape_node *n) { (void)n; FATAL("op_layernorm_backward missing"); }
-__attribute__((weak)) void op_l2norm_backward(tape_node *n) { (void)n; FATAL("op_l2norm_backward missing"); }
-__attribute__((weak)) void op_softmax_backward(tape_node *n) { (void)n; FATAL("op_softmax_backward missing"); }
-__attribute__((weak)) void op_mean_backward(tape_node *n) { (void)n; FATAL("op_mean_backward missing"); }
 __attribute__((weak)) void op_conv2d_backward(tape_node *n) { (void)n; FATAL("op_conv2d_backward missing"); }
 __attribute__((weak)) void op_dwconv2d_backward(tape_node *n) { (void)n; FATAL("op_dwconv2d_backward missing"); }
 __attribute__((weak)) void op_adaptive_avg_pool2d_backward(tape_node *n) { (void)n; FATAL("op_adaptive_avg_pool2d_backward missing"); }
@@ -24,10 +20,6 @@ __attribute__((weak)) void op_cross_entropy_backward(tape_node *n) { (void)n; FA
 #include "ops.h"
 #define PENDING(ret, name, ...)                                                                    \
     __attribute__((weak)) ret name(__VA_ARGS__) { FATAL(#name " is not implemented yet"); }
-PENDING(tensor *, op_layernorm, tensor *x, tensor *w, tensor *b, float eps)
-PENDING(tensor *, op_l2norm, tensor *x)
-PENDING(tensor *, op_softmax, tensor *x, tensor *bias)
-PENDING(tensor *, op_mean, tensor *x, int dim, bool keepdim)
 PENDING(tensor *, op_conv2d, tensor *x, tensor *w, tensor *b, int stride, int pad, int groups)
 PENDING(tensor *, op_dwconv2d, tensor *x, tensor *w, tensor *b)
 PENDING(tensor *, op_adaptive_avg_pool2d, tensor *x, int oh, int ow)

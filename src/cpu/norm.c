@@ -1,0 +1,134 @@
+#include "norm.h"
+
+#include <math.h>
+#include <stddef.h>
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                       const float *b, int64_t M, int C, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; r++) {
+        const float *xr = x + r * C;
+        float *o = out + r * C;
+        float m = 0;
+        for (int j = 0; j < C; j++) m += xr[j];
+        m /= C;
+        float v = 0;
+        for (int j = 0; j < C; j++) v += (xr[j] - m) * (xr[j] - m);
+        float s = 1.0f / sqrtf(v / C + eps);
+        for (int j = 0; j < C; j++) o[j] = (xr[j] - m) * s * w[j] + b[j];
+        mean[r] = m;
+        rstd[r] = s;
+    }
+}
+
+void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                        const float *mean, const float *rstd, const float *w, int64_t M, int C) {
+    if (dx) {
+        /* dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)) with ĝ = g w, x̂ = (x - mean) rstd */
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < M; r++) {
+            const float *g = dout + r * C, *xr = x + r * C;
+            float m = mean[r], s = rstd[r], sum_g = 0, sum_gx = 0;
+            for (int j = 0; j < C; j++) {
+                float gh = g[j] * w[j];
+                sum_g += gh;
+                sum_gx += gh * (xr[j] - m) * s;
+            }
+            sum_g /= C;
+            sum_gx /= C;
+            float *d = dx + r * C;
+            for (int j = 0; j < C; j++) d[j] += s * (g[j] * w[j] - sum_g - (xr[j] - m) * s * sum_gx);
+        }
+    }
+    if (dw || db) {
+        /* threads own column blocks and stream all rows: deterministic, no atomics */
+        const int block = 16;
+#pragma omp parallel for schedule(static)
+        for (int j0 = 0; j0 < C; j0 += block) {
+            int j1 = j0 + block < C ? j0 + block : C;
+            float acc_w[16] = {0}, acc_b[16] = {0};
+            for (int64_t r = 0; r < M; r++) {
+                const float *g = dout + r * C, *xr = x + r * C;
+                float m = mean[r], s = rstd[r];
+                for (int j = j0; j < j1; j++) {
+                    acc_w[j - j0] += g[j] * (xr[j] - m) * s;
+                    acc_b[j - j0] += g[j];
+                }
+            }
+            for (int j = j0; j < j1; j++) {
+                if (dw) dw[j] += acc_w[j - j0];
+                if (db) db[j] += acc_b[j - j0];
+            }
+        }
+    }
+}
+
+void l2norm_forward(float *out, const float *x, int64_t M, int C) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; r++) {
+        float s = 0;
+        for (int j = 0; j < C; j++) s += x[r * C + j] * x[r * C + j];
+        out[r] = sqrtf(s);
+    }
+}
+
+void l2norm_backward(float *dx, const float *dout, const float *x, const float *out, int64_t M, int C) {
+    /* d|x|/dx = x / |x| (0 at the origin, as torch's subgradient) */
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; r++) {
+        float f = out[r] > 0 ? dout[r] / out[r] : 0.0f;
+        for (int j = 0; j < C; j++) dx[r * C + j] += f * x[r * C + j];
+    }
+}
+
+void softmax_forward(float *out, const float *x, const float *bias, int64_t M, int N, int64_t NB) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; r++) {
+        const float *xr = x + r * N;
+        const float *br = bias ? bias + (r * N) % NB : NULL;
+        float *o = out + r * N;
+        float mx = -INFINITY;
+        for (int j = 0; j < N; j++) {
+            o[j] = br ? xr[j] + br[j] : xr[j];
+            if (o[j] > mx) mx = o[j];
+        }
+        float sum = 0;
+        for (int j = 0; j < N; j++) {
+            o[j] = expf(o[j] - mx);
+            sum += o[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < N; j++) o[j] *= inv;
+    }
+}
+
+void softmax_backward(float *dlogits, const float *dout, const float *y, int64_t M, int N) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; r++) {
+        const float *g = dout + r * N, *yr = y + r * N;
+        float dot = 0;
+        for (int j = 0; j < N; j++) dot += g[j] * yr[j];
+        float *d = dlogits + r * N;
+        for (int j = 0; j < N; j++) d[j] = yr[j] * (g[j] - dot);
+    }
+}
+
+void mean_forward(float *out, const float *x, int64_t outer, int len, int64_t inner) {
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < outer; o++) {
+        float *dst = out + o * inner;
+        const float *src = x + o * len * inner;
+        for (int64_t i = 0; i < inner; i++) dst[i] = 0;
+        for (int l = 0; l < len; l++)
+            for (int64_t i = 0; i < inner; i++) dst[i] += src[l * inner + i];
+        for (int64_t i = 0; i < inner; i++) dst[i] /= len;
+    }
+}
+
+void mean_backward(float *dx, const float *dout, int64_t outer, int len, int64_t inner) {
+    const float f = 1.0f / len;
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < outer; o++)
+        for (int l = 0; l < len; l++)
+            for (int64_t i = 0; i < inner; i++) dx[(o * len + l) * inner + i] += f * dout[o * inner + i];
+}

@@ -1,0 +1,25 @@
+/* Normalisation and reduction kernels over rows: layernorm, L2 norm, softmax, mean over a dim.
+ * Backward kernels accumulate (+=). */
+#pragma once
+#include <stdint.h>
+
+/* x (M, C) -> out (M, C); writes the row mean and rstd (M) for the backward */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                       const float *b, int64_t M, int C, float eps);
+/* dx (M, C), dw, db (C) += gradients; dw/db NULL to skip */
+void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                        const float *mean, const float *rstd, const float *w, int64_t M, int C);
+
+/* out (M) = |x_r|_2 over rows of x (M, C) */
+void l2norm_forward(float *out, const float *x, int64_t M, int C);
+void l2norm_backward(float *dx, const float *dout, const float *x, const float *out, int64_t M, int C);
+
+/* out (M, N) = softmax over rows of x + bias, bias (NB) repeating every NB elements (NB = N * k,
+ * NB divides M*N) or NULL */
+void softmax_forward(float *out, const float *x, const float *bias, int64_t M, int N, int64_t NB);
+/* dlogits (M, N) = y * (g - sum(g * y)) written (not accumulated) */
+void softmax_backward(float *dlogits, const float *dout, const float *y, int64_t M, int N);
+
+/* x (outer, len, inner) -> out (outer, inner) mean over len */
+void mean_forward(float *out, const float *x, int64_t outer, int len, int64_t inner);
+void mean_backward(float *dx, const float *dout, int64_t outer, int len, int64_t inner);

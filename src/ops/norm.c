@@ -1,0 +1,105 @@
+/* Row-wise ops: layernorm, L2 norm, softmax with an additive bias, mean over a dim. */
+#include <string.h>
+
+#include "../core/arena.h"
+#include "../core/check.h"
+#include "../core/tape.h"
+#include "../cpu/elementwise.h"
+#include "../cpu/norm.h"
+#include "backward.h"
+#include "op_table.h"
+#include "ops.h"
+
+tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) {
+    int C = x->shape[x->ndim - 1];
+    CHECK(w->numel == C && b->numel == C, "layernorm: weight %s / bias %s do not match %s",
+          SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
+    int64_t M = x->numel / C;
+    tensor *out = tensor_like(x), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
+    layernorm_forward(out->data, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
+    tape_node *n = tape_record(OP_LAYERNORM, out, 3, (tensor *[]){x, w, b});
+    if (n) n->saved[0] = mean, n->saved[1] = rstd;
+    return out;
+}
+
+void op_layernorm_backward(tape_node *n) {
+    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    int C = x->shape[x->ndim - 1];
+    layernorm_backward(x->requires_grad ? tensor_grad(x) : NULL,
+                       w->requires_grad ? tensor_grad(w) : NULL,
+                       b->requires_grad ? tensor_grad(b) : NULL, n->out->grad, x->data,
+                       n->saved[0]->data, n->saved[1]->data, w->data, x->numel / C, C);
+}
+
+tensor *op_l2norm(tensor *x) {
+    int C = x->shape[x->ndim - 1], shape[TENSOR_MAX_DIMS];
+    for (int k = 0; k < x->ndim; k++) shape[k] = x->shape[k];
+    shape[x->ndim - 1] = 1;
+    tensor *out = tensor_new(x->ndim, shape);
+    l2norm_forward(out->data, x->data, x->numel / C, C);
+    tape_record(OP_L2NORM, out, 1, (tensor *[]){x});
+    return out;
+}
+
+void op_l2norm_backward(tape_node *n) {
+    tensor *x = n->in[0];
+    int C = x->shape[x->ndim - 1];
+    if (x->requires_grad)
+        l2norm_backward(tensor_grad(x), n->out->grad, x->data, n->out->data, x->numel / C, C);
+}
+
+tensor *op_softmax(tensor *x, tensor *bias) {
+    int N = x->shape[x->ndim - 1];
+    if (bias) {
+        bool suffix = bias->ndim <= x->ndim;
+        for (int k = 0; suffix && k < bias->ndim; k++)
+            suffix = bias->shape[bias->ndim - 1 - k] == x->shape[x->ndim - 1 - k];
+        CHECK(suffix, "softmax: bias %s must equal the trailing dims of %s", SHAPE_STR(bias),
+              SHAPE_STR(x));
+    }
+    tensor *out = tensor_like(x);
+    softmax_forward(out->data, x->data, bias ? bias->data : NULL, x->numel / N, N,
+                    bias ? bias->numel : 0);
+    tape_record(OP_SOFTMAX, out, 2, (tensor *[]){x, bias});
+    return out;
+}
+
+void op_softmax_backward(tape_node *n) {
+    tensor *x = n->in[0], *bias = n->in[1], *out = n->out;
+    int N = x->shape[x->ndim - 1];
+    int64_t M = x->numel / N;
+    float *dlogits = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
+    softmax_backward(dlogits, out->grad, out->data, M, N);
+    if (x->requires_grad) {
+        float *gx = tensor_grad(x);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < x->numel; i++) gx[i] += dlogits[i];
+    }
+    if (bias && bias->requires_grad) {
+        int in5[5] = {1, 1, 1, 1, (int)bias->numel};
+        int out5[5] = {1, 1, 1, (int)(x->numel / bias->numel), (int)bias->numel};
+        broadcast_reduce(tensor_grad(bias), dlogits, in5, out5);
+    }
+}
+
+tensor *op_mean(tensor *x, int dim, bool keepdim) {
+    int d = tensor_dim(x, dim), shape[TENSOR_MAX_DIMS], nd = 0;
+    for (int k = 0; k < x->ndim; k++) {
+        if (k != d) shape[nd++] = x->shape[k];
+        else if (keepdim) shape[nd++] = 1;
+    }
+    if (nd == 0) shape[nd++] = 1;
+    tensor *out = tensor_new(nd, shape);
+    mean_forward(out->data, x->data, tensor_span(x, 0, d), x->shape[d], tensor_span(x, d + 1, x->ndim));
+    tape_node *n = tape_record(OP_MEAN, out, 1, (tensor *[]){x});
+    if (n) n->iarg[0] = d;
+    return out;
+}
+
+void op_mean_backward(tape_node *n) {
+    tensor *x = n->in[0];
+    int d = n->iarg[0];
+    if (x->requires_grad)
+        mean_backward(tensor_grad(x), n->out->grad, tensor_span(x, 0, d), x->shape[d],
+                      tensor_span(x, d + 1, x->ndim));
+}

@@ -1,0 +1,121 @@
+/* Norm family: layernorm, L2 norm, softmax with bias, mean — naive double references and gradients. */
+#include "../src/ops/ops.h"
+#include "gradcheck.h"
+
+static tensor *layernorm_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_layernorm(in[0], in[1], in[2], 1e-5f);
+}
+
+TEST(layernorm_matches_reference_and_grad) {
+    rng r;
+    rng_seed(&r, 41, RNG_TEST);
+    tensor *x = LEAF(&r, 2, 3, 5, 7), *w = LEAF(&r, 1, 7), *b = LEAF(&r, 1, 7);
+    for (int64_t i = 0; i < x->numel; i++) x->data[i] += 3.0f; /* an offset the mean must remove */
+    tensor *y = layernorm_fn((tensor *[]){x, w, b}, NULL);
+    for (int row = 0; row < 15; row++) {
+        double m = 0, v = 0;
+        for (int j = 0; j < 7; j++) m += x->data[row * 7 + j];
+        m /= 7;
+        for (int j = 0; j < 7; j++) v += (x->data[row * 7 + j] - m) * (x->data[row * 7 + j] - m);
+        v /= 7;
+        for (int j = 0; j < 7; j++) {
+            double want = (x->data[row * 7 + j] - m) / sqrt(v + 1e-5) * w->data[j] + b->data[j];
+            EXPECT(fabs(y->data[row * 7 + j] - want) < 1e-5, "row %d col %d", row, j);
+        }
+    }
+    EXPECT(GRADCHECK(layernorm_fn, NULL, x, w, b), "layernorm");
+    tensor *bad = RANDN(&r, 1, 6);
+    EXPECT_ERROR(op_layernorm(x, bad, bad, 1e-5f), "layernorm: weight (6)");
+}
+
+static tensor *l2norm_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_l2norm(in[0]);
+}
+
+TEST(l2norm_values_and_grad) {
+    rng r;
+    rng_seed(&r, 42, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 3, 5, 7);
+    tensor *y = l2norm_fn((tensor *[]){x}, NULL);
+    EXPECT(y->ndim == 3 && y->shape[2] == 1, "keeps the dim");
+    double s = 0;
+    for (int j = 0; j < 7; j++) s += x->data[7 + j] * x->data[7 + j];
+    EXPECT(fabs(y->data[1] - sqrt(s)) < 1e-5, "value");
+    EXPECT(GRADCHECK(l2norm_fn, NULL, x), "l2norm");
+}
+
+static tensor *softmax_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_softmax(in[0], in[1]);
+}
+
+static tensor *softmax_nobias_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_softmax(in[0], NULL);
+}
+
+TEST(softmax_with_bias_matches_reference_and_grad) {
+    rng r;
+    rng_seed(&r, 43, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 2, 3, 5, 7);
+    for (int bias_dims = 2; bias_dims <= 3; bias_dims++) {
+        tensor *bias = bias_dims == 2 ? LEAF(&r, 1, 5, 7) : LEAF(&r, 1, 3, 5, 7);
+        tensor *y = softmax_fn((tensor *[]){x, bias}, NULL);
+        for (int row = 0; row < 30; row++) {
+            double mx = -1e30, sum = 0, z[7];
+            for (int j = 0; j < 7; j++) {
+                z[j] = x->data[row * 7 + j] + bias->data[(row * 7 + j) % bias->numel];
+                if (z[j] > mx) mx = z[j];
+            }
+            for (int j = 0; j < 7; j++) sum += exp(z[j] - mx);
+            for (int j = 0; j < 7; j++)
+                EXPECT(fabs(y->data[row * 7 + j] - exp(z[j] - mx) / sum) < 1e-6, "row %d", row);
+        }
+        EXPECT(GRADCHECK(softmax_fn, NULL, x, bias), "softmax with bias of %d dims", bias_dims);
+    }
+    EXPECT(GRADCHECK(softmax_nobias_fn, NULL, x), "softmax without bias");
+    tensor *big = TENSOR(1, 3);
+    big->data[0] = 80, big->data[1] = 81, big->data[2] = 79; /* exp(81) overflows without the max shift */
+    tensor *p = op_softmax(big, NULL);
+    EXPECT(fabsf(p->data[1] - 0.66524096f) < 1e-6f, "stable softmax %g", p->data[1]);
+    tensor *bad = RANDN(&r, 1, 7, 5);
+    EXPECT_ERROR(op_softmax(x, bad), "softmax: bias (7, 5) must equal the trailing dims");
+}
+
+typedef struct {
+    int dim;
+    bool keep;
+} mean_ctx;
+
+static tensor *mean_fn(tensor **in, const void *ctx) {
+    const mean_ctx *c = ctx;
+    return op_mean(in[0], c->dim, c->keep);
+}
+
+TEST(mean_values_and_grad) {
+    rng r;
+    rng_seed(&r, 44, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 3, 5, 7);
+    for (int dim = 0; dim < 3; dim++)
+        for (int keep = 0; keep < 2; keep++) {
+            mean_ctx c = {dim, keep};
+            tensor *y = mean_fn((tensor *[]){x}, &c);
+            EXPECT(y->ndim == (keep ? 3 : 2), "rank");
+            int sizes[3] = {3, 5, 7};
+            double s = 0;
+            for (int l = 0; l < sizes[dim]; l++) {
+                int idx[3] = {1, 1, 1};
+                idx[dim] = l;
+                s += x->data[(idx[0] * 5 + idx[1]) * 7 + idx[2]];
+            }
+            int o[3] = {1, 1, 1};
+            o[dim] = 0;
+            int osz[3] = {3, 5, 7};
+            osz[dim] = 1;
+            EXPECT(fabs(y->data[(o[0] * osz[1] + o[1]) * osz[2] + o[2]] - s / sizes[dim]) < 1e-5,
+                   "dim %d", dim);
+            EXPECT(GRADCHECK(mean_fn, &c, x), "mean dim %d keep %d", dim, keep);
+        }
+}
