@@ -1,10 +1,6 @@
 /* TEMPORARY during parallel development: weak placeholders overridden by the real backward. */
 #include "backward.h"
 #include "../core/check.h"
-__attribute__((weak)) void op_conv2d_backward(tape_node *n) { (void)n; FATAL("op_conv2d_backward missing"); }
-__attribute__((weak)) void op_dwconv2d_backward(tape_node *n) { (void)n; FATAL("op_dwconv2d_backward missing"); }
-__attribute__((weak)) void op_adaptive_avg_pool2d_backward(tape_node *n) { (void)n; FATAL("op_adaptive_avg_pool2d_backward missing"); }
-__attribute__((weak)) void op_interp_bilinear_backward(tape_node *n) { (void)n; FATAL("op_interp_bilinear_backward missing"); }
 __attribute__((weak)) void op_window_partition_backward(tape_node *n) { (void)n; FATAL("op_window_partition_backward missing"); }
 __attribute__((weak)) void op_window_reverse_backward(tape_node *n) { (void)n; FATAL("op_window_reverse_backward missing"); }
 __attribute__((weak)) void op_roll_backward(tape_node *n) { (void)n; FATAL("op_roll_backward missing"); }
@@ -20,10 +16,6 @@ __attribute__((weak)) void op_cross_entropy_backward(tape_node *n) { (void)n; FA
 #include "ops.h"
 #define PENDING(ret, name, ...)                                                                    \
     __attribute__((weak)) ret name(__VA_ARGS__) { FATAL(#name " is not implemented yet"); }
-PENDING(tensor *, op_conv2d, tensor *x, tensor *w, tensor *b, int stride, int pad, int groups)
-PENDING(tensor *, op_dwconv2d, tensor *x, tensor *w, tensor *b)
-PENDING(tensor *, op_adaptive_avg_pool2d, tensor *x, int oh, int ow)
-PENDING(tensor *, op_interp_bilinear, tensor *x, int ho, int wo)
 PENDING(tensor *, op_window_partition, tensor *x, int wh, int ww)
 PENDING(tensor *, op_window_reverse, tensor *x, int H, int W, int wh, int ww)
 PENDING(tensor *, op_roll, tensor *x, int sh, int sw)

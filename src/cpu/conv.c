@@ -1,0 +1,281 @@
+#include "conv.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* cols (P, K) for group gi, K ordered (ci, ky, kx) like the weight's memory */
+static void im2col(float *cols, const float *x, const conv_geom *g, int gi) {
+    int cg = g->Cin / g->groups, K = cg * g->kh * g->kw;
+    int64_t P = (int64_t)g->B * g->Ho * g->Wo;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < P; p++) {
+        int ox = (int)(p % g->Wo), oy = (int)(p / g->Wo % g->Ho), b = (int)(p / ((int64_t)g->Wo * g->Ho));
+        float *row = cols + p * K;
+        for (int ky = 0; ky < g->kh; ky++) {
+            int iy = oy * g->stride - g->pad + ky;
+            for (int kx = 0; kx < g->kw; kx++) {
+                int ix = ox * g->stride - g->pad + kx;
+                float *dst = row + ky * g->kw + kx;
+                if (iy < 0 || iy >= g->H || ix < 0 || ix >= g->W) {
+                    for (int ci = 0; ci < cg; ci++) dst[ci * g->kh * g->kw] = 0;
+                    continue;
+                }
+                const float *src = x + (((int64_t)b * g->H + iy) * g->W + ix) * g->Cin + gi * cg;
+                for (int ci = 0; ci < cg; ci++) dst[ci * g->kh * g->kw] = src[ci];
+            }
+        }
+    }
+}
+
+/* dx += col2im(dcols); parallel over images so no two threads touch the same pixel */
+static void col2im(float *dx, const float *dcols, const conv_geom *g, int gi) {
+    int cg = g->Cin / g->groups, K = cg * g->kh * g->kw;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < g->B; b++)
+        for (int oy = 0; oy < g->Ho; oy++)
+            for (int ox = 0; ox < g->Wo; ox++) {
+                const float *row = dcols + (((int64_t)b * g->Ho + oy) * g->Wo + ox) * K;
+                for (int ky = 0; ky < g->kh; ky++) {
+                    int iy = oy * g->stride - g->pad + ky;
+                    if (iy < 0 || iy >= g->H) continue;
+                    for (int kx = 0; kx < g->kw; kx++) {
+                        int ix = ox * g->stride - g->pad + kx;
+                        if (ix < 0 || ix >= g->W) continue;
+                        float *dst = dx + (((int64_t)b * g->H + iy) * g->W + ix) * g->Cin + gi * cg;
+                        const float *src = row + ky * g->kw + kx;
+                        for (int ci = 0; ci < cg; ci++) dst[ci] += src[ci * g->kh * g->kw];
+                    }
+                }
+            }
+}
+
+void conv2d_forward(float *out, const float *x, const float *w, const float *b, const conv_geom *g,
+                    float *scratch) {
+    int cg = g->Cin / g->groups, og = g->Cout / g->groups, K = cg * g->kh * g->kw;
+    int64_t P = (int64_t)g->B * g->Ho * g->Wo;
+    if (b) {
+#pragma omp parallel for schedule(static)
+        for (int64_t p = 0; p < P; p++) memcpy(out + p * g->Cout, b, sizeof(float) * g->Cout);
+    }
+    for (int gi = 0; gi < g->groups; gi++) {
+        im2col(scratch, x, g, gi);
+        /* out[:, group] (P, og) = cols (P, K) · W_g (og, K)ᵀ */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P, og, K, 1.0f, scratch, K,
+                    w + (int64_t)gi * og * K, K, b ? 1.0f : 0.0f, out + gi * og, g->Cout);
+    }
+}
+
+void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                     const float *w, const conv_geom *g, float *scratch) {
+    int cg = g->Cin / g->groups, og = g->Cout / g->groups, K = cg * g->kh * g->kw;
+    int64_t P = (int64_t)g->B * g->Ho * g->Wo;
+    float *cols = scratch, *dcols = scratch + P * K;
+    for (int gi = 0; gi < g->groups; gi++) {
+        if (dw) {
+            im2col(cols, x, g, gi);
+            /* dW_g (og, K) += dout_gᵀ (og, P) · cols (P, K) */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, og, K, (int)P, 1.0f, dout + gi * og,
+                        g->Cout, cols, K, 1.0f, dw + (int64_t)gi * og * K, K);
+        }
+        if (dx) {
+            /* dcols (P, K) = dout_g (P, og) · W_g (og, K) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)P, K, og, 1.0f, dout + gi * og,
+                        g->Cout, w + (int64_t)gi * og * K, K, 0.0f, dcols, K);
+            col2im(dx, dcols, g, gi);
+        }
+    }
+    if (db) {
+        const int block = 64;
+#pragma omp parallel for schedule(static)
+        for (int j0 = 0; j0 < g->Cout; j0 += block) {
+            int j1 = j0 + block < g->Cout ? j0 + block : g->Cout;
+            for (int64_t p = 0; p < P; p++)
+                for (int j = j0; j < j1; j++) db[j] += dout[p * g->Cout + j];
+        }
+    }
+}
+
+void dwconv2d_forward(float *out, const float *x, const float *w, const float *b, int B, int H,
+                      int W, int C, int k, float *wt) {
+    int r = k / 2;
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < k * k; t++) wt[t * C + c] = w[c * k * k + t];
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < (int64_t)B * H; row++) {
+        int bi = (int)(row / H), y = (int)(row % H);
+        for (int xx = 0; xx < W; xx++) {
+            float *o = out + ((row * W) + xx) * C;
+            for (int c = 0; c < C; c++) o[c] = b ? b[c] : 0.0f;
+            for (int ky = 0; ky < k; ky++) {
+                int iy = y + ky - r;
+                if (iy < 0 || iy >= H) continue;
+                for (int kx = 0; kx < k; kx++) {
+                    int ix = xx + kx - r;
+                    if (ix < 0 || ix >= W) continue;
+                    const float *src = x + (((int64_t)bi * H + iy) * W + ix) * C;
+                    const float *wk = wt + (ky * k + kx) * C;
+                    for (int c = 0; c < C; c++) o[c] += wk[c] * src[c];
+                }
+            }
+        }
+    }
+}
+
+void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                       const float *w, int B, int H, int W, int C, int k, float *wt, float *partial) {
+    int r = k / 2, kk = k * k;
+    int64_t rows = (int64_t)B * H;
+    if (dx) {
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < kk; t++) wt[t * C + c] = w[c * kk + t];
+        /* gather form: input pixel (y, x) collects from the outputs whose windows cover it */
+#pragma omp parallel for schedule(static)
+        for (int64_t row = 0; row < rows; row++) {
+            int bi = (int)(row / H), y = (int)(row % H);
+            for (int xx = 0; xx < W; xx++) {
+                float *d = dx + (row * W + xx) * C;
+                for (int ky = 0; ky < k; ky++) {
+                    int oy = y - ky + r;
+                    if (oy < 0 || oy >= H) continue;
+                    for (int kx = 0; kx < k; kx++) {
+                        int ox = xx - kx + r;
+                        if (ox < 0 || ox >= W) continue;
+                        const float *g = dout + (((int64_t)bi * H + oy) * W + ox) * C;
+                        const float *wk = wt + (ky * k + kx) * C;
+                        for (int c = 0; c < C; c++) d[c] += wk[c] * g[c];
+                    }
+                }
+            }
+        }
+    }
+    if (!dw && !db) return;
+    /* fixed row chunks with their own partial sums, added in order: deterministic for any thread count */
+    int64_t per = (rows + DW_CHUNKS - 1) / DW_CHUNKS;
+    size_t stride = (size_t)(kk + 1) * C;
+    memset(partial, 0, sizeof(float) * DW_CHUNKS * stride);
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < DW_CHUNKS; ch++) {
+        float *pw = partial + ch * stride, *pb = pw + (size_t)kk * C;
+        int64_t lo = ch * per, hi = lo + per < rows ? lo + per : rows;
+        for (int64_t row = lo; row < hi; row++) {
+            int bi = (int)(row / H), y = (int)(row % H);
+            for (int xx = 0; xx < W; xx++) {
+                const float *g = dout + (row * W + xx) * C;
+                for (int c = 0; c < C; c++) pb[c] += g[c];
+                for (int ky = 0; ky < k; ky++) {
+                    int iy = y + ky - r;
+                    if (iy < 0 || iy >= H) continue;
+                    for (int kx = 0; kx < k; kx++) {
+                        int ix = xx + kx - r;
+                        if (ix < 0 || ix >= W) continue;
+                        const float *src = x + (((int64_t)bi * H + iy) * W + ix) * C;
+                        float *acc = pw + (ky * k + kx) * C;
+                        for (int c = 0; c < C; c++) acc[c] += g[c] * src[c];
+                    }
+                }
+            }
+        }
+    }
+    for (int ch = 0; ch < DW_CHUNKS; ch++) {
+        const float *pw = partial + ch * stride, *pb = pw + (size_t)kk * C;
+        for (int c = 0; c < C; c++) {
+            if (db) db[c] += pb[c];
+            if (dw)
+                for (int t = 0; t < kk; t++) dw[c * kk + t] += pw[t * C + c];
+        }
+    }
+}
+
+static inline int bin_start(int i, int in, int out) { return (int)((int64_t)i * in / out); }
+static inline int bin_end(int i, int in, int out) {
+    return (int)(((int64_t)(i + 1) * in + out - 1) / out);
+}
+
+void adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int C, int oh, int ow) {
+#pragma omp parallel for schedule(static)
+    for (int64_t cell = 0; cell < (int64_t)B * oh * ow; cell++) {
+        int j = (int)(cell % ow), i = (int)(cell / ow % oh), b = (int)(cell / ((int64_t)ow * oh));
+        int y0 = bin_start(i, H, oh), y1 = bin_end(i, H, oh);
+        int x0 = bin_start(j, W, ow), x1 = bin_end(j, W, ow);
+        float *o = out + cell * C;
+        for (int c = 0; c < C; c++) o[c] = 0;
+        for (int y = y0; y < y1; y++)
+            for (int xx = x0; xx < x1; xx++) {
+                const float *src = x + (((int64_t)b * H + y) * W + xx) * C;
+                for (int c = 0; c < C; c++) o[c] += src[c];
+            }
+        float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
+        for (int c = 0; c < C; c++) o[c] *= inv;
+    }
+}
+
+void adaptive_avg_pool2d_backward(float *dx, const float *dout, int B, int H, int W, int C, int oh, int ow) {
+    /* bins may overlap: one image per thread keeps the scatter race-free */
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < oh; i++)
+            for (int j = 0; j < ow; j++) {
+                int y0 = bin_start(i, H, oh), y1 = bin_end(i, H, oh);
+                int x0 = bin_start(j, W, ow), x1 = bin_end(j, W, ow);
+                const float *g = dout + (((int64_t)b * oh + i) * ow + j) * C;
+                float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
+                for (int y = y0; y < y1; y++)
+                    for (int xx = x0; xx < x1; xx++) {
+                        float *d = dx + (((int64_t)b * H + y) * W + xx) * C;
+                        for (int c = 0; c < C; c++) d[c] += g[c] * inv;
+                    }
+            }
+}
+
+/* PyTorch's source index rule for align_corners=False: src = (o + 0.5) * in/out - 0.5, >= 0 */
+static void interp_axis(int in, int out, int o, int *i0, int *i1, float *l1) {
+    float src = ((float)in / (float)out) * ((float)o + 0.5f) - 0.5f;
+    if (src < 0) src = 0;
+    *i0 = (int)src;
+    if (*i0 > in - 1) *i0 = in - 1;
+    *i1 = *i0 < in - 1 ? *i0 + 1 : *i0;
+    *l1 = src - (float)*i0;
+}
+
+void interp_bilinear_forward(float *out, const float *x, int P, int hi, int wi, int ho, int wo) {
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < P; p++) {
+        const float *src = x + (int64_t)p * hi * wi;
+        float *dst = out + (int64_t)p * ho * wo;
+        for (int oy = 0; oy < ho; oy++) {
+            int y0, y1;
+            float ly;
+            interp_axis(hi, ho, oy, &y0, &y1, &ly);
+            for (int ox = 0; ox < wo; ox++) {
+                int x0, x1;
+                float lx;
+                interp_axis(wi, wo, ox, &x0, &x1, &lx);
+                dst[oy * wo + ox] = (1 - ly) * ((1 - lx) * src[y0 * wi + x0] + lx * src[y0 * wi + x1]) +
+                                    ly * ((1 - lx) * src[y1 * wi + x0] + lx * src[y1 * wi + x1]);
+            }
+        }
+    }
+}
+
+void interp_bilinear_backward(float *dx, const float *dout, int P, int hi, int wi, int ho, int wo) {
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < P; p++) {
+        float *d = dx + (int64_t)p * hi * wi;
+        const float *g = dout + (int64_t)p * ho * wo;
+        for (int oy = 0; oy < ho; oy++) {
+            int y0, y1;
+            float ly;
+            interp_axis(hi, ho, oy, &y0, &y1, &ly);
+            for (int ox = 0; ox < wo; ox++) {
+                int x0, x1;
+                float lx;
+                interp_axis(wi, wo, ox, &x0, &x1, &lx);
+                float v = g[oy * wo + ox];
+                d[y0 * wi + x0] += (1 - ly) * (1 - lx) * v;
+                d[y0 * wi + x1] += (1 - ly) * lx * v;
+                d[y1 * wi + x0] += ly * (1 - lx) * v;
+                d[y1 * wi + x1] += ly * lx * v;
+            }
+        }
+    }
+}

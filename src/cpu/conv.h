@@ -1,0 +1,33 @@
+/* Convolution-family kernels on channels-last maps (B, H, W, C), weights in nn.Conv2d's layout
+ * (Cout, Cin/groups, kh, kw): im2col + cblas_sgemm for the general conv, a direct depthwise kernel,
+ * adaptive average pooling, bilinear resize (align_corners=False). Backward kernels accumulate. */
+#pragma once
+#include <stdint.h>
+
+typedef struct conv_geom {
+    int B, H, W, Cin, Cout, kh, kw, stride, pad, groups, Ho, Wo;
+} conv_geom;
+
+/* scratch: B*Ho*Wo * (Cin/groups)*kh*kw floats */
+void conv2d_forward(float *out, const float *x, const float *w, const float *b, const conv_geom *g,
+                    float *scratch);
+/* dx, dw, db may be NULL; scratch as above (twice: cols and dcols) */
+void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                     const float *w, const conv_geom *g, float *scratch);
+
+/* depthwise k x k, stride 1, zero padding k/2: x (B, H, W, C), w (C, k*k), b (C) or NULL;
+ * wt scratch: k*k*C floats (the weights transposed so the channel loop is contiguous) */
+void dwconv2d_forward(float *out, const float *x, const float *w, const float *b, int B, int H,
+                      int W, int C, int k, float *wt);
+/* partial: scratch of DW_CHUNKS * (k*k + 1) * C floats for the deterministic dw/db reduction */
+#define DW_CHUNKS 16
+void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                       const float *w, int B, int H, int W, int C, int k, float *wt, float *partial);
+
+/* x (B, H, W, C) -> out (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)) */
+void adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int C, int oh, int ow);
+void adaptive_avg_pool2d_backward(float *dx, const float *dout, int B, int H, int W, int C, int oh, int ow);
+
+/* planes x (P, hi, wi) -> out (P, ho, wo) */
+void interp_bilinear_forward(float *out, const float *x, int P, int hi, int wi, int ho, int wo);
+void interp_bilinear_backward(float *dx, const float *dout, int P, int hi, int wi, int ho, int wo);

@@ -1,0 +1,114 @@
+/* Convolution-family ops on channels-last maps: conv2d (groups, stride, padding), depthwise conv,
+ * adaptive average pooling, bilinear resize of planes. */
+#include "../core/arena.h"
+#include "../core/check.h"
+#include "../core/tape.h"
+#include "../cpu/conv.h"
+#include "backward.h"
+#include "op_table.h"
+#include "ops.h"
+
+static conv_geom geom_of(const tensor *x, const tensor *w, int stride, int pad, int groups) {
+    conv_geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2],
+                   w->shape[3], stride, pad, groups, 0, 0};
+    g.Ho = (g.H + 2 * pad - g.kh) / stride + 1;
+    g.Wo = (g.W + 2 * pad - g.kw) / stride + 1;
+    return g;
+}
+
+tensor *op_conv2d(tensor *x, tensor *w, tensor *b, int stride, int pad, int groups) {
+    CHECK(x->ndim == 4 && w->ndim == 4, "conv2d: input %s (B, H, W, C) and weight %s (O, I, kh, kw)",
+          SHAPE_STR(x), SHAPE_STR(w));
+    CHECK(stride >= 1 && pad >= 0 && groups >= 1 && x->shape[3] % groups == 0 &&
+              w->shape[0] % groups == 0 && w->shape[1] * groups == x->shape[3],
+          "conv2d: weight %s with groups %d does not fit input %s", SHAPE_STR(w), groups,
+          SHAPE_STR(x));
+    CHECK(!b || b->numel == w->shape[0], "conv2d: bias %s for %d output channels", SHAPE_STR(b),
+          w->shape[0]);
+    conv_geom g = geom_of(x, w, stride, pad, groups);
+    CHECK(g.Ho >= 1 && g.Wo >= 1, "conv2d: kernel %dx%d larger than the padded input %s", g.kh,
+          g.kw, SHAPE_STR(x));
+    tensor *out = TENSOR(g.B, g.Ho, g.Wo, g.Cout);
+    arena_mark m = arena_get_mark(&vitc_arena);
+    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * (size_t)g.B * g.Ho * g.Wo *
+                                                  (g.Cin / groups) * g.kh * g.kw);
+    conv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, &g, scratch);
+    arena_release(&vitc_arena, m);
+    tape_node *n = tape_record(OP_CONV2D, out, 3, (tensor *[]){x, w, b});
+    if (n) n->iarg[0] = stride, n->iarg[1] = pad, n->iarg[2] = groups;
+    return out;
+}
+
+void op_conv2d_backward(tape_node *n) {
+    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    conv_geom g = geom_of(x, w, n->iarg[0], n->iarg[1], n->iarg[2]);
+    float *dx = x->requires_grad ? tensor_grad(x) : NULL;
+    float *dw = w->requires_grad ? tensor_grad(w) : NULL;
+    float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
+    arena_mark m = arena_get_mark(&vitc_arena);
+    size_t cols = (size_t)g.B * g.Ho * g.Wo * (g.Cin / g.groups) * g.kh * g.kw;
+    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * 2 * cols);
+    conv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, &g, scratch);
+    arena_release(&vitc_arena, m);
+}
+
+tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b) {
+    CHECK(x->ndim == 4 && w->ndim == 4 && w->shape[0] == x->shape[3] && w->shape[1] == 1 &&
+              w->shape[2] == w->shape[3] && w->shape[2] % 2 == 1,
+          "dwconv2d: weight %s must be (C, 1, k, k) with k odd for input %s", SHAPE_STR(w),
+          SHAPE_STR(x));
+    CHECK(!b || b->numel == x->shape[3], "dwconv2d: bias %s for %d channels", SHAPE_STR(b), x->shape[3]);
+    int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
+    tensor *out = tensor_like(x);
+    arena_mark m = arena_get_mark(&vitc_arena);
+    float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)k * k * C);
+    dwconv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, B, H, W, C, k, wt);
+    arena_release(&vitc_arena, m);
+    tape_record(OP_DWCONV2D, out, 3, (tensor *[]){x, w, b});
+    return out;
+}
+
+void op_dwconv2d_backward(tape_node *n) {
+    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
+    arena_mark m = arena_get_mark(&vitc_arena);
+    float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)k * k * C);
+    float *partial = arena_alloc(&vitc_arena, sizeof(float) * DW_CHUNKS * (size_t)(k * k + 1) * C);
+    dwconv2d_backward(x->requires_grad ? tensor_grad(x) : NULL, w->requires_grad ? tensor_grad(w) : NULL,
+                      b && b->requires_grad ? tensor_grad(b) : NULL, n->out->grad, x->data, w->data,
+                      B, H, W, C, k, wt, partial);
+    arena_release(&vitc_arena, m);
+}
+
+tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow) {
+    CHECK(x->ndim == 4 && oh >= 1 && ow >= 1 && oh <= x->shape[1] && ow <= x->shape[2],
+          "adaptive_avg_pool2d: cannot pool %s (B, H, W, C) to %dx%d", SHAPE_STR(x), oh, ow);
+    tensor *out = TENSOR(x->shape[0], oh, ow, x->shape[3]);
+    adaptive_avg_pool2d_forward(out->data, x->data, x->shape[0], x->shape[1], x->shape[2],
+                                x->shape[3], oh, ow);
+    tape_record(OP_ADAPTIVE_AVG_POOL2D, out, 1, (tensor *[]){x});
+    return out;
+}
+
+void op_adaptive_avg_pool2d_backward(tape_node *n) {
+    tensor *x = n->in[0], *out = n->out;
+    if (x->requires_grad)
+        adaptive_avg_pool2d_backward(tensor_grad(x), out->grad, x->shape[0], x->shape[1],
+                                     x->shape[2], x->shape[3], out->shape[1], out->shape[2]);
+}
+
+tensor *op_interp_bilinear(tensor *x, int ho, int wo) {
+    CHECK(x->ndim == 3 && ho >= 1 && wo >= 1, "interp_bilinear: planes %s (P, H, W) to %dx%d",
+          SHAPE_STR(x), ho, wo);
+    tensor *out = TENSOR(x->shape[0], ho, wo);
+    interp_bilinear_forward(out->data, x->data, x->shape[0], x->shape[1], x->shape[2], ho, wo);
+    tape_record(OP_INTERP_BILINEAR, out, 1, (tensor *[]){x});
+    return out;
+}
+
+void op_interp_bilinear_backward(tape_node *n) {
+    tensor *x = n->in[0], *out = n->out;
+    if (x->requires_grad)
+        interp_bilinear_backward(tensor_grad(x), out->grad, x->shape[0], x->shape[1], x->shape[2],
+                                 out->shape[1], out->shape[2]);
+}

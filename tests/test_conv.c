@@ -1,0 +1,139 @@
+/* Conv family: conv2d (groups, stride, padding) and depthwise conv against a naive reference,
+ * adaptive pooling bins, bilinear resize values, and finite-difference gradients. */
+#include "../src/ops/ops.h"
+#include "gradcheck.h"
+
+/* naive channels-last conv, PyTorch semantics */
+static void conv_naive(float *out, const tensor *x, const tensor *w, const tensor *b, int stride,
+                       int pad, int groups) {
+    int B = x->shape[0], H = x->shape[1], W = x->shape[2], Cin = x->shape[3];
+    int Cout = w->shape[0], kh = w->shape[2], kw = w->shape[3], cg = Cin / groups, og = Cout / groups;
+    int Ho = (H + 2 * pad - kh) / stride + 1, Wo = (W + 2 * pad - kw) / stride + 1;
+    for (int n = 0; n < B; n++)
+        for (int oy = 0; oy < Ho; oy++)
+            for (int ox = 0; ox < Wo; ox++)
+                for (int co = 0; co < Cout; co++) {
+                    double s = b ? b->data[co] : 0;
+                    int gi = co / og;
+                    for (int ci = 0; ci < cg; ci++)
+                        for (int ky = 0; ky < kh; ky++)
+                            for (int kx = 0; kx < kw; kx++) {
+                                int iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+                                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                                s += (double)x->data[((n * H + iy) * W + ix) * Cin + gi * cg + ci] *
+                                     w->data[((co * cg + ci) * kh + ky) * kw + kx];
+                            }
+                    out[((n * Ho + oy) * Wo + ox) * Cout + co] = (float)s;
+                }
+}
+
+typedef struct {
+    int stride, pad, groups;
+    bool bias;
+} conv_ctx;
+
+static tensor *conv_fn(tensor **in, const void *ctx) {
+    const conv_ctx *c = ctx;
+    return op_conv2d(in[0], in[1], c->bias ? in[2] : NULL, c->stride, c->pad, c->groups);
+}
+
+TEST(conv2d_matches_naive_and_grad) {
+    rng r;
+    rng_seed(&r, 51, RNG_TEST);
+    const conv_ctx cases[] = {{1, 1, 1, true}, {2, 1, 1, false}, {3, 0, 1, true}, {2, 2, 3, true},
+                              {1, 1, 6, true}};
+    const int ks[] = {3, 3, 3, 5, 3};
+    for (int i = 0; i < 5; i++) {
+        const conv_ctx *c = &cases[i];
+        int cin = 6, cout = c->groups == 6 ? 6 : 9;
+        tensor *x = LEAF(&r, 1, 2, 7, 5, cin);
+        tensor *w = LEAF(&r, 0.5f, cout, cin / c->groups, ks[i], ks[i]), *b = LEAF(&r, 1, cout);
+        tensor *y = conv_fn((tensor *[]){x, w, b}, c);
+        tensor *ref = tensor_like(y);
+        conv_naive(ref->data, x, w, c->bias ? b : NULL, c->stride, c->pad, c->groups);
+        double err = max_rel_diff(y->data, ref->data, y->numel);
+        EXPECT(err < 1e-5, "case %d: rel diff %g", i, err);
+        if (c->bias) EXPECT(GRADCHECK(conv_fn, c, x, w, b), "case %d", i);
+        else EXPECT(GRADCHECK(conv_fn, c, x, w), "case %d", i);
+    }
+    tensor *x = RANDN(&r, 1, 2, 7, 5, 6), *w = RANDN(&r, 1, 4, 4, 3, 3);
+    EXPECT_ERROR(op_conv2d(x, w, NULL, 1, 1, 1), "conv2d: weight (4, 4, 3, 3) with groups 1");
+}
+
+static tensor *dw_fn(tensor **in, const void *ctx) {
+    return op_dwconv2d(in[0], in[1], ctx ? in[2] : NULL);
+}
+
+TEST(dwconv2d_matches_grouped_conv_and_grad) {
+    rng r;
+    rng_seed(&r, 52, RNG_TEST);
+    for (int k = 3; k <= 7; k += 2) {
+        tensor *x = LEAF(&r, 1, 3, 7, 5, 5), *w = LEAF(&r, 0.5f, 5, 1, k, k), *b = LEAF(&r, 1, 5);
+        tensor *y = op_dwconv2d(x, w, b);
+        tensor *ref = tensor_like(y);
+        conv_naive(ref->data, x, w, b, 1, k / 2, 5);
+        double err = max_rel_diff(y->data, ref->data, y->numel);
+        EXPECT(err < 1e-5, "k %d: rel diff %g", k, err);
+        EXPECT(GRADCHECK(dw_fn, &k, x, w, b), "dwconv k %d", k);
+        EXPECT(GRADCHECK(dw_fn, NULL, x, w), "dwconv k %d without bias", k);
+    }
+    tensor *x = RANDN(&r, 1, 1, 5, 5, 4), *w = RANDN(&r, 1, 4, 1, 4, 4);
+    EXPECT_ERROR(op_dwconv2d(x, w, NULL), "with k odd");
+}
+
+typedef struct {
+    int oh, ow;
+} pool_ctx;
+
+static tensor *pool_fn(tensor **in, const void *ctx) {
+    const pool_ctx *c = ctx;
+    return op_adaptive_avg_pool2d(in[0], c->oh, c->ow);
+}
+
+TEST(adaptive_pool_overlapping_bins_and_grad) {
+    rng r;
+    rng_seed(&r, 53, RNG_TEST);
+    /* 7 -> 3 has overlapping bins [0,3) [2,5) [4,7); 14 -> 3: [0,5) [4,10) [9,14) */
+    tensor *x = LEAF(&r, 1, 2, 7, 14, 3);
+    pool_ctx c = {3, 3};
+    tensor *y = pool_fn((tensor *[]){x}, &c);
+    int y0 = 2, y1 = 5, x0 = 4, x1 = 10; /* cell (1, 1) */
+    double s = 0;
+    for (int yy = y0; yy < y1; yy++)
+        for (int xx = x0; xx < x1; xx++) s += x->data[((1 * 7 + yy) * 14 + xx) * 3 + 2];
+    EXPECT(fabs(y->data[((1 * 3 + 1) * 3 + 1) * 3 + 2] - s / 18) < 1e-5, "overlapping bin mean");
+    EXPECT(GRADCHECK(pool_fn, &c, x), "pool 7x14 -> 3x3");
+    pool_ctx same = {7, 14};
+    tensor *id = pool_fn((tensor *[]){x}, &same);
+    EXPECT(max_rel_diff(id->data, x->data, x->numel) == 0, "pooling to the same size is the identity");
+    EXPECT_ERROR(op_adaptive_avg_pool2d(x, 8, 3), "cannot pool");
+}
+
+typedef struct {
+    int ho, wo;
+} interp_ctx;
+
+static tensor *interp_fn(tensor **in, const void *ctx) {
+    const interp_ctx *c = ctx;
+    return op_interp_bilinear(in[0], c->ho, c->wo);
+}
+
+TEST(interp_bilinear_known_values_and_grad) {
+    tensor *x = TENSOR(1, 1, 2);
+    x->data[0] = 0, x->data[1] = 1;
+    tensor *y = op_interp_bilinear(x, 1, 4); /* [0, 1] -> [0, 0.25, 0.75, 1] */
+    EXPECT(y->data[0] == 0 && y->data[1] == 0.25f && y->data[2] == 0.75f && y->data[3] == 1,
+           "%g %g %g %g", y->data[0], y->data[1], y->data[2], y->data[3]);
+    rng r;
+    rng_seed(&r, 54, RNG_TEST);
+    tensor *t = LEAF(&r, 1, 3, 7, 7);
+    tensor *same = op_interp_bilinear(t, 7, 7);
+    EXPECT(max_rel_diff(same->data, t->data, t->numel) == 0, "7 -> 7 is the identity");
+    const interp_ctx cases[] = {{14, 9}, {5, 3}, {56, 56}};
+    for (int i = 0; i < 3; i++) EXPECT(GRADCHECK(interp_fn, &cases[i], t), "case %d", i);
+    /* downsampling 4 -> 2: src = 2 (o + 0.5) - 0.5 = 0.5, 2.5 -> averages of neighbours */
+    tensor *d = TENSOR(1, 1, 4);
+    for (int i = 0; i < 4; i++) d->data[i] = (float)i;
+    tensor *dd = op_interp_bilinear(d, 1, 2);
+    EXPECT(dd->data[0] == 0.5f && dd->data[1] == 2.5f, "%g %g", dd->data[0], dd->data[1]);
+}
