@@ -1,6 +1,8 @@
 /* The attention registry and the helpers shared by the cores. */
 #include "attn.h"
 
+#include <stdio.h>
+
 #include "../../src/core/check.h"
 
 extern const attn_impl attn_softmax_impl, attn_agent_impl;
@@ -18,7 +20,9 @@ attn *attn_create(param_store *ps, const char *prefix, const attn_spec *spec) {
     CHECK(impl, "attention '%s' (at %s) is not implemented yet", attn_names[spec->kind], prefix);
     CHECK(spec->dim % spec->heads == 0, "%s: %d channels do not split into %d heads", prefix,
           spec->dim, spec->heads);
-    attn *a = impl->create(ps, prefix, spec);
+    char name[256]; /* callers build prefix with nn_name, whose buffers the core's names reuse */
+    snprintf(name, sizeof(name), "%s", prefix);
+    attn *a = impl->create(ps, name, spec);
     a->impl = impl;
     a->spec = *spec;
     return a;

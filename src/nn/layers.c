@@ -7,9 +7,9 @@
 #include "../core/check.h"
 
 const char *nn_name(const char *fmt, ...) {
-    static char ring[8][256];
+    static char ring[32][256];
     static int next;
-    char *buf = ring[next++ % 8];
+    char *buf = ring[next++ % 32];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(ring[0]), fmt, ap);

@@ -1,0 +1,65 @@
+#include "spatial.h"
+
+#include <string.h>
+
+void relpos_index_swin(int *index, int wh, int ww) {
+    int n = wh * ww;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            int dy = i / ww - j / ww + wh - 1, dx = i % ww - j % ww + ww - 1;
+            index[i * n + j] = dy * (2 * ww - 1) + dx;
+        }
+}
+
+void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh, int ww,
+                 bool to_windows, bool accumulate) {
+    int nh = H / wh, nw = W / ww;
+    int64_t rows = (int64_t)B * nh * nw * wh; /* one window row (ww tokens) each */
+    int64_t run = (int64_t)ww * C;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int y = (int)(r % wh);
+        int64_t win = r / wh;
+        int j = (int)(win % nw), i = (int)(win / nw % nh), b = (int)(win / ((int64_t)nw * nh));
+        float *w = windows + (win * wh + y) * run;
+        float *m = map + (((int64_t)b * H + i * wh + y) * W + (int64_t)j * ww) * C;
+        float *dst = to_windows ? w : m;
+        const float *src = to_windows ? m : w;
+        if (accumulate)
+            for (int64_t k = 0; k < run; k++) dst[k] += src[k];
+        else
+            memcpy(dst, src, (size_t)run * sizeof(float));
+    }
+}
+
+void roll_copy(float *out, const float *x, int B, int H, int W, int C, int sh, int sw, bool accumulate) {
+    sh = ((sh % H) + H) % H;
+    sw = ((sw % W) + W) % W;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < (int64_t)B * H; r++) {
+        int b = (int)(r / H), y = (int)(r % H), oy = (y + sh) % H;
+        const float *src = x + r * W * C;
+        float *dst = out + ((int64_t)b * H + oy) * W * C;
+        for (int xx = 0; xx < W; xx++) {
+            const float *s = src + (int64_t)xx * C;
+            float *d = dst + (int64_t)((xx + sw) % W) * C;
+            if (accumulate)
+                for (int c = 0; c < C; c++) d[c] += s[c];
+            else
+                memcpy(d, s, sizeof(float) * (size_t)C);
+        }
+    }
+}
+
+void relpos_gather_forward(float *out, const float *table, const int *index, int NH, int N) {
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < NH; h++)
+        for (int64_t k = 0; k < (int64_t)N * N; k++) out[(int64_t)h * N * N + k] = table[(int64_t)index[k] * NH + h];
+}
+
+void relpos_gather_backward(float *dtable, const float *dout, const int *index, int NH, int N) {
+    /* each thread owns one head's column of the table: no two threads write the same entry */
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < NH; h++)
+        for (int64_t k = 0; k < (int64_t)N * N; k++) dtable[(int64_t)index[k] * NH + h] += dout[(int64_t)h * N * N + k];
+}
