@@ -33,6 +33,7 @@ else
 endif
 ifeq ($(call have_header,stb_image.h),yes)
   FOUND += stb_image
+  LDLIBS += -lstb
 else
   MISSING += libstb-dev
 endif
@@ -46,8 +47,8 @@ ifeq ($(NO_OMP),1)
   FOUND += no-OpenMP(NO_OMP=1)
   CFLAGS += -Wno-unknown-pragmas
 else
-  CFLAGS += -fopenmp
-  LDFLAGS += -fopenmp
+  CFLAGS += -fopenmp -pthread
+  LDFLAGS += -fopenmp -pthread
   FOUND += OpenMP
 endif
 ifeq ($(CUDA),1)
@@ -62,7 +63,10 @@ TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 CLIS := train eval
 
-.PHONY: all test bench-ops deps clean check-deps
+FMNIST_SRC := /usr/share/datasets/fashion-mnist
+FMNIST := data/fashion_mnist
+
+.PHONY: all test bench-ops deps clean check-deps demo
 all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
@@ -98,6 +102,9 @@ $(BUILD)/libvitc.a: $(LIB_OBJ)
 $(BUILD)/test_runner: $(TEST_OBJ) $(BUILD)/libvitc.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/fmnist_to_png: $(BUILD)/tools/fmnist_to_png.o
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/bench_ops: $(BUILD)/tools/bench_ops.o $(BUILD)/libvitc.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -106,6 +113,16 @@ test: check-deps $(CLIS) $(BUILD)/test_runner
 
 bench-ops: check-deps $(BUILD)/bench_ops
 	$(BUILD)/bench_ops
+
+# the first thing to run: prepare Fashion-MNIST, train a small Agent-DeiT, evaluate it
+demo: check-deps train eval $(BUILD)/fmnist_to_png
+	@test -f $(FMNIST_SRC)/train-images-idx3-ubyte.gz || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq dataset-fashion-mnist >/dev/null || \
+	    { apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; }; \
+	  else echo "error: the demo needs Debian's dataset-fashion-mnist: apt-get install dataset-fashion-mnist"; exit 1; fi; }
+	@test -d $(FMNIST)/val || $(BUILD)/fmnist_to_png $(FMNIST_SRC) $(FMNIST)
+	./train --config configs/demo_fmnist.json --out checkpoints
+	./eval --ckpt checkpoints/demo_fmnist/last.safetensors --data $(FMNIST)/val
 
 clean:
 	rm -rf build $(CLIS)

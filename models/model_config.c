@@ -15,7 +15,8 @@ void model_config_load(config *c, const char *const *files, int n_files, const c
     for (int i = 0; i < n_files; i++) config_merge_file(&user, files[i]);
     for (int i = 0; i < n_sets; i++) config_set(&user, sets[i]);
     cJSON *name = config_node(&user, "model.name");
-    if (name) {
+    /* a config that gives model.arch describes its own model: its name is only a label */
+    if (name && !config_has(&user, "model.arch")) {
         if (!cJSON_IsString(name)) config_error("model.name", "expected a string");
         const char *defaults = model_registry_defaults(name->valuestring);
         if (!defaults) {

@@ -18,7 +18,7 @@ static arena_chunk *chunk_new(size_t size) {
     arena_chunk *c = xmalloc(sizeof(arena_chunk));
     c->base = aligned_alloc(ARENA_ALIGN, (size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN);
     CHECK(c->base, "out of memory: arena chunk of %zu bytes", size);
-    vitc_heap_allocs++;
+    __atomic_fetch_add(&vitc_heap_allocs, 1, __ATOMIC_RELAXED);
     c->size = size;
     c->offset = 0;
     c->next = NULL;

@@ -39,20 +39,20 @@ void vitc_log(log_level level, const char *fmt, ...) {
 void *vitc_xmalloc(size_t n, const char *file, int line) {
     void *p = malloc(n ? n : 1);
     if (!p) vitc_die(file, line, NULL, "out of memory allocating %zu bytes", n);
-    vitc_heap_allocs++;
+    __atomic_fetch_add(&vitc_heap_allocs, 1, __ATOMIC_RELAXED);
     return p;
 }
 
 void *vitc_xcalloc(size_t n, size_t size, const char *file, int line) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) vitc_die(file, line, NULL, "out of memory allocating %zu x %zu bytes", n, size);
-    vitc_heap_allocs++;
+    __atomic_fetch_add(&vitc_heap_allocs, 1, __ATOMIC_RELAXED);
     return p;
 }
 
 void *vitc_xrealloc(void *p, size_t n, const char *file, int line) {
     void *q = realloc(p, n ? n : 1);
     if (!q) vitc_die(file, line, NULL, "out of memory reallocating to %zu bytes", n);
-    vitc_heap_allocs++;
+    __atomic_fetch_add(&vitc_heap_allocs, 1, __ATOMIC_RELAXED);
     return q;
 }

@@ -5,6 +5,7 @@
  * threads whose output depends only on (seed, epoch, sample index), never on the thread count. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../core/config.h"

@@ -126,16 +126,22 @@ eval_result evaluate(model *m, loader *l) {
     return r;
 }
 
-static void progress(bool quiet, int epoch, int epochs, int done, int total, double loss, double lr,
-                     double img_s, double eta_s, size_t mem) {
+/* a bar redrawn at most 5 times a second on a terminal; one line per log step otherwise */
+static void progress(bool quiet, bool log_step, int epoch, int epochs, int done, int total,
+                     double loss, double lr, double img_s, double eta_s, size_t mem) {
+    static double last_draw;
+    static int tty = -1;
     if (quiet) return;
+    if (tty < 0) tty = isatty(fileno(stderr));
+    if (tty ? now_s() - last_draw < 0.2 && done < total : !log_step) return;
+    last_draw = now_s();
     int width = 24, filled = total ? width * done / total : width;
     char bar[32];
     for (int i = 0; i < width; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
     bar[width] = 0;
-    fprintf(stderr, "\repoch %d/%d [%s] %d/%d loss %.4f lr %.2e %.0f img/s ETA %d:%02d mem %zu MiB ",
-            epoch + 1, epochs, bar, done, total, loss, lr, img_s, (int)eta_s / 60, (int)eta_s % 60,
-            mem >> 20);
+    fprintf(stderr, "%sepoch %d/%d [%s] %d/%d loss %.4f lr %.2e %.0f img/s ETA %d:%02d mem %zu MiB%s",
+            tty ? "\r" : "", epoch + 1, epochs, bar, done, total, loss, lr, img_s, (int)eta_s / 60,
+            (int)eta_s % 60, mem >> 20, tty ? " " : "\n");
     fflush(stderr);
 }
 
@@ -286,7 +292,8 @@ int train_run(config *c, const train_options *o) {
             int done = bi + 1;
             double el = now_s() - t_epoch;
             double img_s = (double)done * t.batch / fmax(el, 1e-9);
-            if (st.step % t.log_every == 0 || done == steps_per_epoch * t.accum) {
+            bool log_step = st.step % t.log_every == 0 || done == steps_per_epoch * t.accum;
+            if (log_step) {
                 double dt = now_s() - t_log;
                 fprintf(metrics,
                         "{\"type\": \"step\", \"epoch\": %d, \"step\": %lld, \"loss\": %.8g, \"lr\": "
@@ -296,7 +303,7 @@ int train_run(config *c, const train_options *o) {
                 t_log = now_s();
                 since_log = 0;
             }
-            progress(o->quiet, epoch, total_epochs, done, steps_per_epoch * t.accum, loss_sum / seen,
+            progress(o->quiet, log_step, epoch, total_epochs, done, steps_per_epoch * t.accum, loss_sum / seen,
                      lr, img_s, (steps_per_epoch * t.accum - done) * t.batch / fmax(img_s, 1e-9), mem);
             if (interrupted || (t.stop_after && st.step >= t.stop_after)) {
                 st.epoch = epoch;
@@ -311,7 +318,7 @@ int train_run(config *c, const train_options *o) {
             }
         }
         if (code) break;
-        if (!o->quiet) fputc('\n', stderr);
+        if (!o->quiet && isatty(fileno(stderr))) fputc('\n', stderr);
         st.epoch = epoch + 1;
         eval_result raw = {0}, ev_ema = {0};
         if (val_l) {

@@ -1,0 +1,154 @@
+/* Dataset indexing: a folder of class folders (sorted names = class indices, as torchvision's
+ * ImageFolder) or a list file of "path label" lines. Files are not opened here: unreadable ones are
+ * found, warned about and skipped by the loader. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../core/check.h"
+#include "data.h"
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* sorted names of the entries of dir that are directories (want_dirs) or regular files, skipping
+ * hidden ones; NULL with err set if dir cannot be read */
+static char **list_dir(const char *dir, bool want_dirs, int *count, char *err, size_t err_len) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, err_len, "cannot open folder %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    int n = 0, cap = 64;
+    char **names = xmalloc(sizeof(char *) * (size_t)cap);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) != 0 || (want_dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) continue;
+        if (n == cap) names = xrealloc(names, sizeof(char *) * (size_t)(cap *= 2));
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof(char *), cmp_str);
+    *count = n;
+    return names;
+}
+
+static void add_sample(dataset *d, int *cap, char *path, int label) {
+    if (d->n == *cap) {
+        *cap = *cap ? 2 * *cap : 1024;
+        d->paths = xrealloc(d->paths, sizeof(char *) * (size_t)*cap);
+        d->labels = xrealloc(d->labels, sizeof(int) * (size_t)*cap);
+    }
+    d->paths[d->n] = path;
+    d->labels[d->n++] = label;
+}
+
+static bool open_folder(dataset *d, const char *root, char *err, size_t err_len) {
+    int n_classes = 0, cap = 0;
+    char **classes = list_dir(root, true, &n_classes, err, err_len);
+    if (!classes) return false;
+    if (n_classes == 0) {
+        free(classes);
+        snprintf(err, err_len, "%s has no class folders (expected %s/<class>/<image>)", root, root);
+        return false;
+    }
+    d->class_names = classes;
+    d->n_classes = n_classes;
+    for (int c = 0; c < n_classes; c++) {
+        char dir[4096];
+        snprintf(dir, sizeof(dir), "%s/%s", root, classes[c]);
+        int n_files = 0;
+        char **files = list_dir(dir, false, &n_files, err, err_len);
+        if (!files) return false;
+        if (n_files == 0) {
+            free(files);
+            snprintf(err, err_len, "class folder %s is empty", dir);
+            return false;
+        }
+        for (int i = 0; i < n_files; i++) {
+            size_t len = strlen(dir) + strlen(files[i]) + 2;
+            char *path = xmalloc(len);
+            snprintf(path, len, "%s/%s", dir, files[i]);
+            add_sample(d, &cap, path, c);
+            free(files[i]);
+        }
+        free(files);
+    }
+    return true;
+}
+
+static bool open_list(dataset *d, const char *list, char *err, size_t err_len) {
+    FILE *f = fopen(list, "r");
+    if (!f) {
+        snprintf(err, err_len, "cannot open list file %s: %s", list, strerror(errno));
+        return false;
+    }
+    char base[4096];
+    snprintf(base, sizeof(base), "%s", list);
+    char *slash = strrchr(base, '/');
+    if (slash) *slash = 0;
+    else snprintf(base, sizeof(base), ".");
+    char line[8192];
+    int cap = 0, lineno = 0, max_label = -1;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        char *end = line + strlen(line);
+        while (end > line && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ')) *--end = 0;
+        if (!line[0] || line[0] == '#') continue;
+        char *sp = strrchr(line, ' ');
+        char *tail = NULL;
+        long label = sp ? strtol(sp + 1, &tail, 10) : -1;
+        if (!sp || tail == sp + 1 || *tail || label < 0 || label > 1000000) {
+            fclose(f);
+            snprintf(err, err_len, "%s:%d: expected \"path label\" with a label >= 0", list, lineno);
+            return false;
+        }
+        *sp = 0;
+        size_t len = strlen(base) + strlen(line) + 2;
+        char *path = xmalloc(len);
+        if (line[0] == '/') snprintf(path, len, "%s", line);
+        else snprintf(path, len, "%s/%s", base, line);
+        add_sample(d, &cap, path, (int)label);
+        if (label > max_label) max_label = (int)label;
+    }
+    fclose(f);
+    if (d->n == 0) {
+        snprintf(err, err_len, "list file %s has no samples", list);
+        return false;
+    }
+    d->n_classes = max_label + 1;
+    d->class_names = xmalloc(sizeof(char *) * (size_t)d->n_classes);
+    for (int c = 0; c < d->n_classes; c++) {
+        char name[16];
+        snprintf(name, sizeof(name), "%d", c);
+        d->class_names[c] = strdup(name);
+    }
+    return true;
+}
+
+bool dataset_open(dataset *d, const char *root, char *err, size_t err_len) {
+    memset(d, 0, sizeof(*d));
+    struct stat st;
+    if (stat(root, &st) != 0) {
+        snprintf(err, err_len, "%s: %s", root, strerror(errno));
+        return false;
+    }
+    bool ok = S_ISDIR(st.st_mode) ? open_folder(d, root, err, err_len) : open_list(d, root, err, err_len);
+    if (!ok) dataset_free(d);
+    return ok;
+}
+
+void dataset_free(dataset *d) {
+    for (int i = 0; i < d->n; i++) free(d->paths[i]);
+    for (int c = 0; c < d->n_classes && d->class_names; c++) free(d->class_names[c]);
+    free(d->paths);
+    free(d->labels);
+    free(d->class_names);
+    memset(d, 0, sizeof(*d));
+}
