@@ -46,9 +46,11 @@ static void autocontrast(image *img) {
             if (img->px[i] > hi) hi = img->px[i];
         }
         if (hi <= lo) continue;
-        double scale = 255.0 / (hi - lo);
-        for (size_t i = c; i < (size_t)img->w * img->h * img->c; i += img->c)
-            img->px[i] = clamp_u8((img->px[i] - lo) * scale);
+        double scale = 255.0 / (hi - lo), offset = -lo * scale; /* Pillow's lookup table, truncated */
+        for (size_t i = c; i < (size_t)img->w * img->h * img->c; i += img->c) {
+            double v = img->px[i] * scale + offset;
+            img->px[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
     }
 }
 

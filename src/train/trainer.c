@@ -349,6 +349,7 @@ int train_run(config *c, const train_options *o) {
             if (val_l && ema) printf(", EMA top-1 %.2f%%", ev_ema.top1);
             if (skipped_files) printf(", %d unreadable files skipped", skipped_files);
             printf(" (%.1fs)\n", train_s);
+            fflush(stdout);
         }
         if (!checkpoint_save(last_path, m, resolved, classes, &opt, ema, &st, err, sizeof(err)) ||
             (best && !checkpoint_save(best_path, m, resolved, classes, &opt, ema, &st, err, sizeof(err)))) {

@@ -1,0 +1,199 @@
+/* Data: folder/list indexing and its errors, unreadable files skipped with a warning, loader
+ * determinism across worker counts, transforms on known inputs. */
+#include <stb_image_write.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../src/data/augment.h"
+#include "../src/data/data.h"
+#include "../src/data/randaugment.h"
+#include "test.h"
+
+/* a temp folder tree: root/<class>/<i>.png with distinct gray levels; returns root */
+static const char *make_folder(char *root, size_t len, int classes, int per_class, int size) {
+    snprintf(root, len, "/tmp/vitc_data_%d_%d", (int)getpid(), classes * 100 + per_class);
+    mkdir(root, 0755);
+    unsigned char px[64 * 64];
+    for (int c = 0; c < classes; c++) {
+        char dir[512];
+        snprintf(dir, sizeof(dir), "%s/class_%c", root, 'a' + c);
+        mkdir(dir, 0755);
+        for (int i = 0; i < per_class; i++) {
+            for (int p = 0; p < size * size; p++) px[p] = (unsigned char)((c * 50 + i * 7 + p) % 256);
+            char path[600];
+            snprintf(path, sizeof(path), "%s/%03d.png", dir, i);
+            stbi_write_png(path, size, size, 1, px, size);
+        }
+    }
+    return root;
+}
+
+static void remove_tree(const char *root) {
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+}
+
+static augment_config eval_config(int size, int chans) {
+    augment_config a = {.img_size = size, .in_chans = chans, .crop_pct = 1.0, .scale_min = 0.5,
+                        .scale_max = 1.0, .ratio_min = 0.75, .ratio_max = 1.33, .hflip = 0.5};
+    for (int c = 0; c < 4; c++) a.mean[c] = 0, a.std[c] = 1;
+    return a;
+}
+
+TEST(dataset_folder_classes_sorted_and_errors) {
+    char root[256], err[1024];
+    make_folder(root, sizeof(root), 3, 4, 8);
+    dataset d;
+    EXPECT(dataset_open(&d, root, err, sizeof(err)), "%s", err);
+    EXPECT(d.n == 12 && d.n_classes == 3 && !strcmp(d.class_names[2], "class_c"), "indexing");
+    EXPECT(d.labels[0] == 0 && d.labels[11] == 2 && strstr(d.paths[5], "class_b/001.png"), "order");
+    dataset_free(&d);
+    char empty[512];
+    snprintf(empty, sizeof(empty), "%s/class_d", root);
+    mkdir(empty, 0755);
+    EXPECT(!dataset_open(&d, root, err, sizeof(err)) && strstr(err, "class_d is empty"), "%s", err);
+    EXPECT(!dataset_open(&d, "/nonexistent/vitc", err, sizeof(err)) && strstr(err, "/nonexistent/vitc"),
+           "%s", err);
+    remove_tree(root);
+}
+
+TEST(dataset_list_file) {
+    char root[256], err[1024], list[512];
+    make_folder(root, sizeof(root), 2, 2, 8);
+    snprintf(list, sizeof(list), "%s/list.txt", root);
+    FILE *f = fopen(list, "w");
+    fprintf(f, "class_b/000.png 1\nclass_a/001.png 0\n# comment\n\n");
+    fclose(f);
+    dataset d;
+    EXPECT(dataset_open(&d, list, err, sizeof(err)), "%s", err);
+    EXPECT(d.n == 2 && d.labels[0] == 1 && d.n_classes == 2, "list");
+    dataset_free(&d);
+    f = fopen(list, "w");
+    fprintf(f, "class_b/000.png x\n");
+    fclose(f);
+    EXPECT(!dataset_open(&d, list, err, sizeof(err)) && strstr(err, "list.txt:1"), "%s", err);
+    remove_tree(root);
+}
+
+static double batch_checksum(loader *l, int epoch, int *n_batches, int *skipped) {
+    loader_start_epoch(l, epoch);
+    batch b;
+    double sum = 0;
+    *n_batches = *skipped = 0;
+    while (loader_next(l, &b)) {
+        (*n_batches)++;
+        *skipped += b.skipped;
+        for (int i = 0; i < b.n * 16 * 16; i++) sum += b.images[i] * (1 + i % 7) + b.labels[i % b.n];
+    }
+    return sum;
+}
+
+TEST(loader_deterministic_whatever_the_workers_and_skips_bad_files) {
+    char root[256], err[1024];
+    make_folder(root, sizeof(root), 3, 7, 20);
+    char bad[512];
+    snprintf(bad, sizeof(bad), "%s/class_b/zz_corrupt.png", root);
+    FILE *f = fopen(bad, "w");
+    fprintf(f, "not a png");
+    fclose(f);
+    dataset d;
+    EXPECT(dataset_open(&d, root, err, sizeof(err)), "%s", err);
+    augment_config a = eval_config(16, 1);
+    snprintf(a.randaugment, sizeof(a.randaugment), "rand-m9-mstd0.5-inc1");
+    a.reprob = 0.5;
+    loader *one = loader_create(&d, &a, 5, true, 1, 7), *three = loader_create(&d, &a, 5, true, 3, 7);
+    int nb1, nb3, sk1, sk3;
+    double s1 = batch_checksum(one, 2, &nb1, &sk1), s3 = batch_checksum(three, 2, &nb3, &sk3);
+    EXPECT(nb1 == 4 && nb3 == 4, "22 samples / 5 with drop_last: %d %d batches", nb1, nb3);
+    EXPECT(s1 == s3, "1 and 3 workers differ: %.17g vs %.17g", s1, s3);
+    EXPECT(sk1 <= 1 && sk1 == sk3, "skipped %d %d", sk1, sk3);
+    double other = batch_checksum(one, 3, &nb1, &sk1);
+    EXPECT(other != s1, "another epoch gives another order/augmentation");
+    loader_free(one);
+    loader_free(three);
+    loader *ev = loader_create(&d, &a, 5, false, 2, 0);
+    int nb, sk;
+    batch_checksum(ev, 0, &nb, &sk);
+    EXPECT(nb == 5 && sk == 1, "eval keeps the last short batch (%d batches) and skips the corrupt file (%d)", nb, sk);
+    loader_free(ev);
+    dataset_free(&d);
+    remove_tree(root);
+}
+
+TEST(eval_transform_identity_and_normalisation) {
+    unsigned char px[4 * 4 * 3];
+    for (int i = 0; i < 48; i++) px[i] = (unsigned char)(i * 5);
+    image img = {px, 4, 4, 3};
+    augment_config a = eval_config(4, 3);
+    a.mean[0] = 0.5, a.std[0] = 0.25;
+    float out[48];
+    transform_eval(&a, &img, out);
+    EXPECT(fabsf(out[1] - 5 / 255.0f) < 1e-6f, "same-size resize is the identity");
+    EXPECT(fabsf(out[0] - (0 - 0.5f) / 0.25f) < 1e-6f, "normalised %g", out[0]);
+}
+
+TEST(random_resized_crop_params_within_bounds_and_scale) {
+    rng r;
+    rng_seed(&r, 3, RNG_TEST);
+    double area_sum = 0;
+    for (int t = 0; t < 2000; t++) {
+        int x, y, w, h;
+        random_resized_crop_params(64, 48, 0.08, 1.0, 3.0 / 4, 4.0 / 3, &r, &x, &y, &w, &h);
+        EXPECT(x >= 0 && y >= 0 && w > 0 && h > 0 && x + w <= 64 && y + h <= 48, "crop %d %d %d %d", x, y, w, h);
+        area_sum += (double)w * h / (64.0 * 48);
+    }
+    /* accepted crops: scale uniform in [0.08, 1] minus rejections of the big ones: mean below 0.54 */
+    EXPECT(area_sum / 2000 > 0.3 && area_sum / 2000 < 0.54, "mean area %g", area_sum / 2000);
+    int x, y, w, h;
+    random_resized_crop_params(64, 48, 1.0, 1.0, 3.0, 3.0, &r, &x, &y, &w, &h);
+    /* impossible ratio: fallback centre crop with the ratio clamped: w = 64, h = round(64/3) */
+    EXPECT(w == 64 && h == 21 && x == 0 && y == 13, "fallback %d %d %d %d", x, y, w, h);
+}
+
+TEST(random_erasing_box_of_noise) {
+    rng r;
+    rng_seed(&r, 4, RNG_TEST);
+    float img[32 * 32];
+    for (int i = 0; i < 1024; i++) img[i] = 5.0f;
+    random_erasing(img, 32, 1, 1.0, &r);
+    int changed = 0;
+    for (int i = 0; i < 1024; i++) changed += img[i] != 5.0f;
+    EXPECT(changed >= 0.02 * 1024 * 0.5 && changed <= 1024 / 3 + 40, "erased %d pixels", changed);
+    for (int i = 0; i < 1024; i++) img[i] = 5.0f;
+    random_erasing(img, 32, 1, 0.0, &r);
+    for (int i = 0; i < 1024; i++) EXPECT(img[i] == 5.0f, "p = 0 erased pixel %d", i);
+}
+
+TEST(randaugment_ops_on_known_inputs) {
+    randaugment ra;
+    EXPECT(randaugment_parse(&ra, "rand-m9-mstd0.5-inc1") && ra.num_ops == 2 && ra.magnitude == 9 &&
+               ra.mstd == 0.5 && ra.increasing,
+           "parse");
+    EXPECT(!randaugment_parse(&ra, "rand-m9-bogus"), "bad spec accepted");
+    unsigned char a[8] = {0, 10, 100, 127, 128, 200, 250, 255}, s[8];
+    image img = {a, 8, 1, 1}, scratch = {s, 8, 1, 1};
+    randaugment_op(RA_INVERT, 5, false, &img, &scratch);
+    EXPECT(a[0] == 255 && a[7] == 0 && a[2] == 155, "invert");
+    randaugment_op(RA_INVERT, 5, false, &img, &scratch);
+    randaugment_op(RA_SOLARIZE, 5, false, &img, &scratch); /* threshold 256 - 128 = 128 */
+    EXPECT(a[3] == 127 && a[4] == 127 && a[7] == 0, "solarize %d %d %d", a[3], a[4], a[7]);
+    unsigned char p[4] = {255, 17, 64, 200};
+    image pimg = {p, 4, 1, 1};
+    randaugment_op(RA_POSTERIZE, 5, false, &pimg, &scratch); /* 4 - 2 = 2 bits kept */
+    EXPECT(p[0] == 192 && p[1] == 0 && p[2] == 64 && p[3] == 192, "posterize %d %d %d %d", p[0], p[1], p[2], p[3]);
+    unsigned char c[4] = {50, 100, 150, 100};
+    image cimg = {c, 4, 1, 1};
+    randaugment_op(RA_AUTOCONTRAST, 0, false, &cimg, &scratch);
+    EXPECT(c[0] == 0 && c[2] >= 254 && c[1] == 127, "autocontrast %d %d %d", c[0], c[1], c[2]);
+    unsigned char b[4] = {100, 100, 200, 50};
+    image bimg = {b, 4, 1, 1};
+    randaugment_op(RA_BRIGHTNESS, 10, true, &bimg, &scratch); /* factor 1 - 0.9 */
+    EXPECT(b[0] == 10 && b[2] == 20, "brightness %d %d", b[0], b[2]);
+    /* translate right by 0.45 * 10 px (magnitude 10): the left columns take the fill colour */
+    unsigned char t[10 * 3], ts[10 * 3];
+    for (int i = 0; i < 30; i++) t[i] = 9;
+    image timg = {t, 10, 1, 3}, tscratch = {ts, 10, 1, 3};
+    randaugment_op(RA_TRANSLATE_X, 10, true, &timg, &tscratch);
+    EXPECT(t[0] == 124 && t[1] == 116 && t[2] == 104 && t[27] == 9, "translate %d %d", t[0], t[27]);
+}
