@@ -71,7 +71,7 @@ all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
 $(CLIS): %: $(BUILD)/%
-	cp $< $@
+	cp $< $@.tmp && mv -f $@.tmp $@
 
 $(BUILD)/train $(BUILD)/eval: $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libvitc.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)

@@ -34,7 +34,7 @@ static const char *find_config(const char *name, char *buf, size_t len) {
 int main(int argc, char **argv) {
     const char *files[16], *sets[256];
     int n_files = 0, n_sets = 0, threads = 0;
-    char paths[16][512];
+    char paths[16][512], out_set[1100];
     train_options o = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -55,8 +55,10 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "error: --threads %s: expected a positive integer\n", argv[i]);
                 return 2;
             }
-        } else if (!strcmp(a, "--out") && has_value) {
-            o.out = argv[++i];
+        } else if (!strcmp(a, "--out") && has_value && n_sets < 255) {
+            /* recorded as run.out so a resumed run writes to the same place */
+            snprintf(out_set, sizeof(out_set), "run.out=\"%s\"", argv[++i]);
+            sets[n_sets++] = out_set;
         } else if (!strcmp(a, "--quiet")) {
             o.quiet = true;
         } else if (!strcmp(a, "--device") && has_value) {

@@ -51,7 +51,7 @@ static void train_config_read(train_config *t, config *c, const char *model_name
     t->warmup_epochs = config_int(c, "train.warmup_epochs", 20, 0, 100000);
     t->batch = config_int(c, "train.batch", 128, 1, 1 << 16);
     t->accum = config_int(c, "train.accum_steps", 1, 1, 1024);
-    t->lr = config_float(c, "train.lr", 5e-4, 0, 10);
+    t->lr = config_float(c, "train.lr", 5e-4, 0, 1e12);
     t->warmup_lr = config_float(c, "train.warmup_lr", 5e-7, 0, 10);
     t->min_lr = config_float(c, "train.min_lr", 5e-6, 0, 10);
     t->lr_scale_batch = config_float(c, "train.lr_scale_batch", 512, 0, 1 << 20);
@@ -152,7 +152,6 @@ int train_run(config *c, const train_options *o) {
     augment_config_read(&ac, c);
     train_config t;
     train_config_read(&t, c, mc.name);
-    if (o->out) t.out = o->out;
     config_check_unknown(c);
     char *resolved = config_to_json(c);
     char err[4096];

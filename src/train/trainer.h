@@ -8,7 +8,6 @@
 
 typedef struct train_options {
     const char *resume; /* checkpoint to continue from, or NULL */
-    const char *out;    /* overrides run.out */
     bool quiet;
 } train_options;
 

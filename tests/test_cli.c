@@ -1,0 +1,228 @@
+/* The train and eval commands end to end on a tiny synthetic dataset: loss falls, resume continues
+ * the exact trajectory, and every bad input gives its message and exit code. */
+#include <stdarg.h>
+#include <stb_image_write.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+
+static char work[256];
+
+/* runs a shell command, captures stdout+stderr into out, returns the exit code */
+static int run(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int run(char *out, size_t len, const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    char full[4200];
+    snprintf(full, sizeof(full), "(%s) 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    size_t n = 0;
+    if (p) {
+        size_t got;
+        while (n + 1 < len && (got = fread(out + n, 1, len - 1 - n, p)) > 0) n += got;
+        char sink[4096];
+        while (fread(sink, 1, sizeof(sink), p) > 0) {}
+    }
+    out[n] = 0;
+    int status = p ? pclose(p) : -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* class c images: a bright square at a class-specific corner on noise */
+static void write_split(const char *split, int per_class) {
+    unsigned char px[16 * 16];
+    rng r;
+    rng_seed(&r, (uint64_t)per_class, RNG_TEST);
+    for (int c = 0; c < 3; c++) {
+        char dir[512];
+        snprintf(dir, sizeof(dir), "%s/%s/c%d", work, split, c);
+        char parent[512];
+        snprintf(parent, sizeof(parent), "%s/%s", work, split);
+        mkdir(parent, 0755);
+        mkdir(dir, 0755);
+        for (int i = 0; i < per_class; i++) {
+            for (int p = 0; p < 256; p++) px[p] = (unsigned char)(rng_below(&r, 60));
+            int oy = c == 1 ? 8 : 0, ox = c == 2 ? 8 : 0;
+            for (int y = 0; y < 8; y++)
+                for (int x = 0; x < 8; x++) px[(oy + y) * 16 + ox + x] = 220;
+            char path[600];
+            snprintf(path, sizeof(path), "%s/%03d.png", dir, i);
+            stbi_write_png(path, 16, 16, 1, px, 16);
+        }
+    }
+}
+
+static const char *config_path(void) {
+    static char path[300];
+    snprintf(path, sizeof(path), "%s/tiny.json", work);
+    return path;
+}
+
+static void setup(void) {
+    if (work[0]) return;
+    snprintf(work, sizeof(work), "/tmp/vitc_cli_%d", (int)getpid());
+    mkdir(work, 0755);
+    write_split("train", 12);
+    write_split("val", 4);
+    FILE *f = fopen(config_path(), "w");
+    fprintf(f,
+            "{\"model\": {\"name\": \"tiny\", \"arch\": \"deit\", \"img_size\": 16, \"patch_size\": 4,\n"
+            "  \"in_chans\": 1, \"num_classes\": 3, \"embed_dim\": [16], \"depths\": [1], \"num_heads\": [2],\n"
+            "  \"attn\": \"agent\", \"agent_num\": [4], \"drop_path\": 0.1},\n"
+            " \"data\": {\"train\": \"%s/train\", \"val\": \"%s/val\", \"workers\": 2},\n"
+            " \"aug\": {\"randaugment\": \"\", \"reprob\": 0, \"mixup\": 0.8, \"cutmix\": 1.0, \"crop_pct\": 1.0,\n"
+            "  \"scale\": [0.5, 1.0]},\n"
+            " \"train\": {\"epochs\": 3, \"warmup_epochs\": 1, \"batch\": 6, \"lr\": 0.01, \"lr_scale_batch\": 0},\n"
+            " \"ema\": {\"enabled\": true, \"decay\": 0.9},\n"
+            " \"run\": {\"log_every\": 1}}\n",
+            work, work);
+    fclose(f);
+}
+
+/* the "loss" values of the step lines of a metrics.jsonl, in order */
+static int step_losses(const char *run_dir, char losses[][32], int max) {
+    char path[600], line[1024];
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run_dir);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    while (f && n < max && fgets(line, sizeof(line), f)) {
+        char *p = strstr(line, "\"loss\": ");
+        if (strstr(line, "\"type\": \"step\"") && p) sscanf(p + 8, "%31[^,]", losses[n++]);
+    }
+    if (f) fclose(f);
+    return n;
+}
+
+TEST(cli_train_loss_falls_and_eval_reports) {
+    setup();
+    char out[16384];
+    int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=a --threads 2 --quiet",
+                   config_path(), work);
+    EXPECT(code == 0, "train exited %d:\n%s", code, out);
+    char losses[64][32];
+    char dir[400];
+    snprintf(dir, sizeof(dir), "%s/runs/a", work);
+    int n = step_losses(dir, losses, 64);
+    EXPECT(n == 18, "%d step lines (3 epochs of 6 steps)", n);
+    EXPECT(atof(losses[n - 1]) < atof(losses[0]), "loss did not fall: %s -> %s", losses[0], losses[n - 1]);
+    code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --data %s/val", dir, work);
+    EXPECT(code == 0 && strstr(out, "top-1") && strstr(out, "(12 images"), "eval exited %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --ema", dir);
+    EXPECT(code == 0 && strstr(out, "(EMA)"), "eval --ema exited %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --image %s/val/c1/000.png", dir, work);
+    EXPECT(code == 0 && strstr(out, "(class ") && strstr(out, "c1"), "eval --image:\n%s", out);
+}
+
+TEST(cli_resume_continues_the_exact_trajectory) {
+    setup();
+    char out[16384], full[64][32], resumed[64][32], dir[400];
+    int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=full --threads 2 --quiet",
+                   config_path(), work);
+    EXPECT(code == 0, "full run exited %d:\n%s", code, out);
+    /* stop mid-epoch 2 (after step 3 of 6), then resume from the saved checkpoint */
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=part --set run.stop_after_steps=3 --threads 2 --quiet",
+               config_path(), work);
+    EXPECT(code == 0 && strstr(out, "stopping at step 3"), "stopped run exited %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./train --resume %s/runs/part/last.safetensors --set run.stop_after_steps=0 --threads 2 --quiet", work);
+    EXPECT(code == 0, "resumed run exited %d:\n%s", code, out);
+    snprintf(dir, sizeof(dir), "%s/runs/full", work);
+    int nf = step_losses(dir, full, 64);
+    snprintf(dir, sizeof(dir), "%s/runs/part", work);
+    int nr = step_losses(dir, resumed, 64);
+    EXPECT(nf == 18 && nr == 18, "%d and %d step lines", nf, nr);
+    for (int i = 0; i < nf; i++)
+        EXPECT(!strcmp(full[i], resumed[i]), "step %d: %s uninterrupted vs %s resumed", i + 1, full[i], resumed[i]);
+}
+
+TEST(cli_bad_inputs_name_the_problem) {
+    setup();
+    char out[16384], path[400];
+    struct {
+        const char *args, *message;
+        int code;
+    } cases[] = {
+        {"--set model.colour=1", "model.colour: unknown key", 1},
+        {"--set train.lr=-1", "train.lr: -1 is out of range", 1},
+        {"--set train.lr=fast", "train.lr: expected a number, got \"fast\"", 1},
+        {"--set aug.mixup_prob=1.5", "aug.mixup_prob: 1.5 is out of range", 1},
+        {"--set train.batch=0", "train.batch: 0 is out of range", 1},
+        {"--set model.attn=fast", "model.attn: unknown attention \"fast\"", 1},
+        {"--set model.agent_num=[5]", "model.agent_num[0]: 5 is not a perfect square", 1},
+        {"--set data.train=/nonexistent/train", "/nonexistent/train", 1},
+        {"--bogus", "unknown or incomplete argument '--bogus'", 2},
+        {"--device cuda", "--device cuda", 2},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=bad %s --quiet",
+                       config_path(), work, cases[i].args);
+        EXPECT(code == cases[i].code && strstr(out, cases[i].message),
+               "%s: exit %d (want %d), output:\n%s", cases[i].args, code, cases[i].code, out);
+    }
+    snprintf(path, sizeof(path), "%s/broken.json", work);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"model\": {\"name\": \"deit_t\",\n \"img_size\": }}");
+    fclose(f);
+    int code = run(out, sizeof(out), "./train --config %s", path);
+    EXPECT(code == 1 && strstr(out, "broken.json: invalid JSON near line 2"), "exit %d:\n%s", code, out);
+    f = fopen(path, "w");
+    fprintf(f, "{\"model\": {\"name\": \"deit_x\"}}");
+    fclose(f);
+    code = run(out, sizeof(out), "./train --config %s", path);
+    EXPECT(code == 1 && strstr(out, "model.name: unknown model \"deit_x\" (valid: deit_t"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./train");
+    EXPECT(code == 2 && strstr(out, "--config is required"), "exit %d:\n%s", code, out);
+}
+
+TEST(cli_bad_data_and_checkpoints) {
+    setup();
+    char out[16384], path[600];
+    /* an empty class folder is an error naming it */
+    snprintf(path, sizeof(path), "%s/emptyset/c0", work);
+    char parent[600];
+    snprintf(parent, sizeof(parent), "%s/emptyset", work);
+    mkdir(parent, 0755);
+    mkdir(path, 0755);
+    int code = run(out, sizeof(out), "./train --config %s --set data.train=%s --quiet", config_path(), parent);
+    EXPECT(code == 1 && strstr(out, "emptyset/c0 is empty"), "exit %d:\n%s", code, out);
+    /* a corrupt image is skipped with a warning naming it, and counted */
+    snprintf(path, sizeof(path), "%s/train/c0/zz_corrupt.png", work);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "garbage");
+    fclose(f);
+    code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=corrupt --set train.epochs=1 --set train.warmup_epochs=0",
+               config_path(), work);
+    EXPECT(code == 0 && strstr(out, "skipping") && strstr(out, "zz_corrupt.png") &&
+               strstr(out, "unreadable files skipped"),
+           "exit %d:\n%s", code, out);
+    unlink(path);
+    /* truncated / missing checkpoints are errors naming the file */
+    char ckpt[600], cut[600];
+    snprintf(ckpt, sizeof(ckpt), "%s/runs/corrupt/last.safetensors", work);
+    snprintf(cut, sizeof(cut), "%s/cut.safetensors", work);
+    code = run(out, sizeof(out), "head -c 2000 %s > %s && ./eval --ckpt %s", ckpt, cut, cut);
+    EXPECT(code == 1 && strstr(out, "cut.safetensors"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./eval --ckpt %s/none.safetensors", work);
+    EXPECT(code == 1 && strstr(out, "none.safetensors: No such file"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./train --resume %s", cut);
+    EXPECT(code == 1 && strstr(out, "cut.safetensors"), "exit %d:\n%s", code, out);
+    /* a NaN loss stops the run and keeps the last good checkpoint */
+    char before[64], after[64];
+    run(before, sizeof(before), "md5sum < %s", ckpt);
+    code = run(out, sizeof(out), "./train --resume %s --set train.epochs=3 --set train.lr=1e9 --quiet", ckpt);
+    run(after, sizeof(after), "md5sum < %s", ckpt);
+    EXPECT(code == 1 && strstr(out, "loss is") && strstr(out, "is kept"), "exit %d:\n%s", code, out);
+    EXPECT(!strcmp(before, after), "the last good checkpoint was overwritten");
+}
+
+TEST(cli_zz_cleanup) {
+    if (work[0]) {
+        char out[256];
+        run(out, sizeof(out), "rm -rf '%s'", work);
+    }
+}
