@@ -66,7 +66,10 @@ CLIS := train eval
 FMNIST_SRC := /usr/share/datasets/fashion-mnist
 FMNIST := data/fashion_mnist
 
-.PHONY: all test bench-ops deps clean check-deps demo
+# the PyTorch reference: Debian's python3-torch lives in the system python
+PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import torch' 2>/dev/null && { echo $$p; break; }; done)
+
+.PHONY: all test bench-ops deps clean check-deps demo parity
 all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
@@ -123,6 +126,13 @@ demo: check-deps train eval $(BUILD)/fmnist_to_png
 	@test -d $(FMNIST)/val || $(BUILD)/fmnist_to_png $(FMNIST_SRC) $(FMNIST)
 	./train --config configs/demo_fmnist.json --out checkpoints
 	./eval --ckpt checkpoints/demo_fmnist/last.safetensors --data $(FMNIST)/val
+
+# regenerates the committed fixtures from the PyTorch reference models in tools/ref/
+parity: check-deps $(BUILD)/test_runner
+	@test -n "$(PYTHON)" || { echo "error: make parity needs PyTorch (apt-get install python3-torch)"; exit 1; }
+	$(PYTHON) tools/ref/make_parity.py configs/tiny tests/fixtures/parity
+	$(PYTHON) tools/ref/make_train_parity.py tests/fixtures/train_parity.safetensors
+	$(BUILD)/test_runner parity
 
 clean:
 	rm -rf build $(CLIS)
