@@ -19,10 +19,16 @@ bool gradcheck(const char *name, gradcheck_fn f, const void *ctx, int n_in, tens
     double tol = opts.tol > 0 ? opts.tol : 1e-2;
     int max_elems = opts.max_elems > 0 ? opts.max_elems : 256;
 
-    /* analytic gradients */
+    /* analytic gradients, on top of a known prefill: an op that overwrites instead of accumulating
+     * (+=) loses the prefill and fails */
     tape_reset();
-    for (int i = 0; i < n_in; i++) inputs[i]->grad = NULL;
     arena_mark m = arena_get_mark(&vitc_arena);
+    for (int i = 0; i < n_in; i++) {
+        inputs[i]->grad = NULL;
+        if (!inputs[i]->requires_grad) continue;
+        float *g = tensor_grad(inputs[i]);
+        for (int64_t j = 0; j < inputs[i]->numel; j++) g[j] = 0.25f + (float)(j % 7);
+    }
     tensor *out = f(inputs, ctx);
     if (!out->requires_grad) {
         printf("    %s: output does not require grad\n", name);
@@ -38,8 +44,8 @@ bool gradcheck(const char *name, gradcheck_fn f, const void *ctx, int n_in, tens
     for (int i = 0; i < n_in; i++) {
         if (!inputs[i]->requires_grad) continue;
         analytic[i] = calloc((size_t)inputs[i]->numel, sizeof(float));
-        if (inputs[i]->grad)
-            memcpy(analytic[i], inputs[i]->grad, (size_t)inputs[i]->numel * sizeof(float));
+        for (int64_t j = 0; j < inputs[i]->numel; j++)
+            analytic[i][j] = inputs[i]->grad[j] - (0.25f + (float)(j % 7));
         inputs[i]->grad = NULL;
     }
     tape_reset();
