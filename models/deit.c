@@ -40,6 +40,7 @@ static void *deit_build(model *m) {
                    c->patch_size, 0, 1, true);
     for (int i = 0; i < d->depth; i++) {
         deit_block *b = &d->blocks[i];
+        check_attn_grid(c, 0, c->attn[0][i], G, G);
         nn_layernorm_init(&b->norm1, ps, nn_name("blocks.%d.norm1", i), C, 1e-6f);
         attn_spec spec = {
             .kind = c->attn[0][i], .dim = C, .heads = c->num_heads[0], .h = G, .w = G, .hk = G,

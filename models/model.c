@@ -1,17 +1,28 @@
 /* Model construction and the backbone dispatch. */
 #include "model.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "../src/core/check.h"
 
 static const backbone *const backbones[] = {&backbone_deit};
 
-model *model_create(const model_config *cfg, uint64_t seed) {
-    const backbone *bb = NULL;
+static const backbone *find_backbone(const model_config *cfg) {
     for (size_t i = 0; i < sizeof(backbones) / sizeof(backbones[0]); i++)
-        if (strcmp(backbones[i]->arch, cfg->arch) == 0) bb = backbones[i];
-    if (!bb) config_error("model.arch", "backbone \"%s\" is not available in this build", cfg->arch);
+        if (strcmp(backbones[i]->arch, cfg->arch) == 0) return backbones[i];
+    config_error("model.arch", "backbone \"%s\" is not available in this build", cfg->arch);
+}
+
+void model_declare(const model_config *cfg, param_store *ps) {
+    model m = {.cfg = *cfg, .bb = find_backbone(cfg)};
+    params_init(&m.ps);
+    m.bb->destroy(m.bb->build(&m));
+    *ps = m.ps;
+}
+
+model *model_create(const model_config *cfg, uint64_t seed) {
+    const backbone *bb = find_backbone(cfg);
     model *m = xcalloc(1, sizeof(model));
     m->cfg = *cfg;
     m->bb = bb;
@@ -38,6 +49,18 @@ void model_free(model *m) {
     m->bb->destroy(m->net);
     params_free(&m->ps);
     free(m);
+}
+
+void check_attn_grid(const model_config *c, int stage, attn_kind kind, int h, int w) {
+    if (kind != ATTN_AGENT) return;
+    int p = 0;
+    while ((p + 1) * (p + 1) <= c->agent_num[stage]) p++;
+    if (p > h || p > w) {
+        char path[64];
+        snprintf(path, sizeof(path), "model.agent_num[%d]", stage);
+        config_error(path, "%d agents pool to %dx%d, larger than the %dx%d token grid of stage %d",
+                     c->agent_num[stage], p, p, h, w, stage);
+    }
 }
 
 float drop_path_rate(double rate, int k, int n) {

@@ -69,12 +69,18 @@ struct model {
 /* Builds the model of a resolved config; parameters are allocated and initialised from seed. */
 model *model_create(const model_config *cfg, uint64_t seed);
 tensor *model_forward(model *m, tensor *images, const forward_opts *o);
+/* Declares the parameters of cfg into ps without allocating them (counts, key lists); free ps with
+ * params_free. */
+void model_declare(const model_config *cfg, param_store *ps);
 void model_free(model *m);
 
 /* Loads every parameter from the tensors named prefix + parameter name (float32/16, bf16 converted).
  * Every missing, unexpected (under prefix) or mis-shaped tensor is listed in report, one per line;
  * returns false if there was any. */
 bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len);
+
+/* Rejects (naming model.agent_num[stage]) agents that cannot be pooled from an h x w grid. */
+void check_attn_grid(const model_config *c, int stage, attn_kind kind, int h, int w);
 
 /* Drop-path rate of block k of n: linear from 0 to rate (torch.linspace). */
 float drop_path_rate(double rate, int k, int n);

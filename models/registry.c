@@ -4,7 +4,7 @@
 
 #include "model.h"
 
-#define DEIT(dim, heads) "\"arch\": \"deit\", \"img_size\": 224, \"patch_size\": 16, " \
+#define DEIT(dim, heads) "\"arch\": \"deit\", \"patch_size\": 16, " \
     "\"embed_dim\": [" #dim "], \"depths\": [12], \"num_heads\": [" #heads "]"
 
 static const struct {
@@ -20,6 +20,11 @@ static const struct {
     {"agent_deit_b", "{" DEIT(768, 12) ", \"attn\": [[\"agent\", \"agent\", \"agent\", \"agent\", "
                      "\"native\", \"native\", \"native\", \"native\", \"native\", \"native\", "
                      "\"native\", \"native\"]], \"agent_num\": [81], \"drop_path\": 0.3}"},
+    /* FLatten-DeiT is not in the official repo: flatten.md §3.5's proposal (FLA over all tokens, DWC on
+     * the patch tokens) */
+    {"flatten_deit_t", "{" DEIT(192, 3) ", \"attn\": \"flatten\", \"drop_path\": 0.0}"},
+    {"flatten_deit_s", "{" DEIT(384, 6) ", \"attn\": \"flatten\", \"drop_path\": 0.1}"},
+    {"flatten_deit_b", "{" DEIT(768, 12) ", \"attn\": \"flatten\", \"drop_path\": 0.1}"},
 };
 
 const char *model_registry_defaults(const char *name) {

@@ -89,3 +89,45 @@ class AgentCore:
             else:
                 out = out + conv
         return out
+
+
+class FLattenCore:
+    """Focused linear attention (flatten.md §2.2): ReLU kernel / softplus(scale), focusing power p
+    with norms over all channels, positional encoding on K, linear attention with the mean
+    normaliser, and a depthwise conv of V shared by all heads (on patch tokens only when cls)."""
+
+    def __init__(self, owner, dim, heads, h, w, cls=False, p=3.0, kernel=5, dwc=True, dwc_name="dwc"):
+        self.owner, self.heads, self.h, self.w, self.cls, self.p = owner, heads, h, w, cls, p
+        self.use_dwc, self.dwc_name = dwc, dwc_name
+        d, n = dim // heads, (1 if cls else 0) + h * w
+        owner.scale = nn.Parameter(torch.zeros(1, 1, dim))
+        owner.positional_encoding = nn.Parameter(torch.zeros(1, n, dim))
+        if dwc:
+            setattr(owner, dwc_name, nn.Conv2d(d, d, kernel, padding=kernel // 2, groups=d))
+
+    def __call__(self, q, k, v):
+        o, H = self.owner, self.heads
+        b, n, c = q.shape
+        m, d = k.shape[1], c // H
+        k = k + o.positional_encoding
+        scale = F.softplus(o.scale)
+        q = (F.relu(q) + 1e-6) / scale
+        k = (F.relu(k) + 1e-6) / scale
+        qn, kn = q.norm(dim=-1, keepdim=True), k.norm(dim=-1, keepdim=True)
+        q, k = q ** self.p, k ** self.p
+        q = q / q.norm(dim=-1, keepdim=True) * qn
+        k = k / k.norm(dim=-1, keepdim=True) * kn
+        qh, kh, vh = split_heads(q, H), split_heads(k, H), split_heads(v, H)
+        z = 1 / (qh @ kh.mean(dim=-2, keepdim=True).transpose(-2, -1) + 1e-6)
+        kv = (kh.transpose(-2, -1) * (m ** -0.5)) @ (vh * (m ** -0.5))
+        out = merge_heads(qh @ kv * z)
+        if not self.use_dwc:
+            return out
+        off = 1 if self.cls else 0
+        vp = vh[:, :, off:]  # (b, H, h*w, d): each head's channels as a d-channel image
+        img = vp.reshape(b * H, self.h, self.w, d).permute(0, 3, 1, 2)
+        conv = getattr(o, self.dwc_name)(img).permute(0, 2, 3, 1).reshape(b, H, self.h * self.w, d)
+        conv = merge_heads(conv)
+        if off:
+            return torch.cat([out[:, :off], out[:, off:] + conv], dim=1)
+        return out + conv

@@ -3,7 +3,7 @@ names equal the official state_dict keys."""
 import torch
 import torch.nn as nn
 
-from attention import AgentCore, SoftmaxGlobal
+from attention import AgentCore, FLattenCore, SoftmaxGlobal
 from common import block_kinds, per_stage
 
 
@@ -26,6 +26,10 @@ class Attention(nn.Module):
         elif kind == "agent":
             self.core = AgentCore(self, dim, heads, per_stage(cfg, "agent_num", 49)[0], grid, grid, cls=True,
                                   agent_bias=cfg.get("agent_bias", True), dwc=cfg.get("dwc", True))
+        elif kind == "flatten":
+            self.core = FLattenCore(self, dim, heads, grid, grid, cls=True,
+                                    p=cfg.get("focusing_factor", 3.0), kernel=cfg.get("dwc_kernel", 5),
+                                    dwc=cfg.get("dwc", True))
         else:
             raise ValueError(kind)
 

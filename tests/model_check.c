@@ -1,0 +1,81 @@
+#include "model_check.h"
+
+#include <stdarg.h>
+
+void registry_config(model_config *mc, const char *name, const char *extra_json) {
+    config c;
+    config_init(&c);
+    char text[8192];
+    snprintf(text, sizeof(text), "{\"model\": %s}", model_registry_defaults(name));
+    config_merge_text(&c, text, name);
+    if (extra_json) config_merge_text(&c, extra_json, "extra");
+    model_config_read(mc, &c);
+    config_free(&c);
+}
+
+int64_t registry_param_count(const char *name) {
+    if (!model_registry_defaults(name)) return -1;
+    model_config mc;
+    registry_config(&mc, name, NULL);
+    param_store ps;
+    model_declare(&mc, &ps);
+    int64_t n = ps.numel;
+    params_free(&ps);
+    return n;
+}
+
+static void add(char **out, size_t *len, const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    size_t l = strlen(line);
+    *out = realloc(*out, *len + l + 1);
+    memcpy(*out + *len, line, l + 1);
+    *len += l;
+}
+
+char *compare_state_dict(const char *name, const char *listing, bool *missing_file) {
+    FILE *f = fopen(listing, "r");
+    *missing_file = !f;
+    if (!f) return NULL;
+    model_config mc;
+    registry_config(&mc, name, NULL);
+    param_store ps;
+    model_declare(&mc, &ps);
+    char *out = NULL, line[1024];
+    size_t len = 0;
+    int matched = 0, problems = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (line[0] == '#' || !strncmp(line, "key\t", 4)) continue;
+        char key[512], shape_text[256] = "";
+        /* "key\t(1, 2)\tdtype" or "key (1, 2)" */
+        char *open = strchr(line, '(');
+        if (!open) continue; /* the count line */
+        size_t klen = (size_t)(open - line);
+        while (klen && (line[klen - 1] == ' ' || line[klen - 1] == '\t')) klen--;
+        snprintf(key, sizeof(key), "%.*s", (int)klen, line);
+        char *close = strchr(open, ')');
+        snprintf(shape_text, sizeof(shape_text), "%.*s", close ? (int)(close - open - 1) : 0, open + 1);
+        if (strstr(key, "relative_position_index") || strstr(key, "attn_mask")) continue;
+        const tensor *t = params_find(&ps, key);
+        if (!t) {
+            if (problems++ < 12) add(&out, &len, "  missing in vitc: %s\n", key);
+            continue;
+        }
+        int dims[8], nd = 0;
+        for (char *p = shape_text; *p && nd < 8;) {
+            dims[nd++] = (int)strtol(p, &p, 10);
+            while (*p == ',' || *p == ' ') p++;
+        }
+        bool same = nd == t->ndim;
+        for (int d = 0; same && d < nd; d++) same = dims[d] == t->shape[d];
+        if (!same && problems++ < 12) add(&out, &len, "  shape of %s: official (%s), vitc %s\n", key, shape_text, SHAPE_STR(t));
+        matched++;
+    }
+    fclose(f);
+    if (matched != ps.n) add(&out, &len, "  vitc has %d parameters, the listing %d\n", ps.n, matched);
+    params_free(&ps);
+    return out;
+}

@@ -1,0 +1,100 @@
+/* Model zoo: exact parameter counts of the paper configs (the official code's numbers), official
+ * state_dict keys and shapes, a forward/backward of every registered model at a tiny size with a
+ * gradient reaching every parameter, and config errors naming the JSON path. */
+#include "../src/nn/layers.h"
+#include "model_check.h"
+
+static const struct {
+    const char *name;
+    int64_t params;
+} official_counts[] = {
+    {"deit_t", 5717416},        {"agent_deit_t", 6015640}, {"agent_deit_s", 22647112},
+    {"agent_deit_b", 87204904}, {"flatten_deit_t", 6193576},
+};
+
+TEST(models_param_counts_equal_the_official_code) {
+    for (size_t i = 0; i < sizeof(official_counts) / sizeof(official_counts[0]); i++) {
+        int64_t n = registry_param_count(official_counts[i].name);
+        EXPECT(n == official_counts[i].params, "%s: %lld parameters, official %lld",
+               official_counts[i].name, (long long)n, (long long)official_counts[i].params);
+    }
+}
+
+static const struct {
+    const char *name, *listing;
+} listings[] = {
+    {"agent_deit_t", "../shared/specs/agent_attention_state_dicts/agent_deit_t.tsv"},
+    {"agent_deit_b", "../shared/specs/agent_attention_state_dicts/agent_deit_b.tsv"},
+    {"agent_deit_s_448", "../shared/specs/agent_attention_state_dicts/agent_deit_s_448.tsv"},
+};
+
+TEST(models_state_dict_keys_equal_the_official_listings) {
+    int checked = 0;
+    for (size_t i = 0; i < sizeof(listings) / sizeof(listings[0]); i++) {
+        bool missing;
+        char *diff = compare_state_dict(listings[i].name, listings[i].listing, &missing);
+        if (missing) continue;
+        checked++;
+        EXPECT(!diff, "%s differs from %s:\n%s", listings[i].name, listings[i].listing, diff);
+    }
+    if (!checked) SKIP("the official key listings (../shared/specs/*_state_dicts) are not beside this checkout");
+}
+
+/* every registered model at a tiny size: small image, 3 classes, one block per stage */
+TEST(models_every_registered_model_runs_and_every_parameter_gets_a_gradient) {
+    for (int i = 0; i < model_registry_count(); i++) {
+        const char *name = model_registry_name(i);
+        model_config mc;
+        registry_config(&mc, name, NULL);
+        /* the real depths and heads, 8 channels per head, a small image */
+        char extra[1024], dims[128] = "";
+        for (int s = 0; s < mc.n_stages; s++)
+            snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%s%d", s ? ", " : "", 8 * mc.num_heads[s]);
+        int size = mc.n_stages == 1 ? 32 : 64;
+        snprintf(extra, sizeof(extra),
+                 "{\"model\": {\"img_size\": %d, \"num_classes\": 3, \"agent_num\": 4, \"embed_dim\": [%s]%s}}",
+                 size, dims, mc.n_stages == 1 ? ", \"patch_size\": 8" : "");
+        registry_config(&mc, name, extra);
+        model *m = model_create(&mc, 1);
+        rng r;
+        rng_seed(&r, 3, RNG_TEST);
+        tensor *x = RANDN(&r, 1, 1, size, size, mc.in_chans);
+        forward_opts fo = {.train = false};
+        params_zero_grad(&m->ps);
+        tensor *logits = model_forward(m, x, &fo);
+        EXPECT(logits->ndim == 2 && logits->shape[0] == 1 && logits->shape[1] == 3, "%s logits %s", name,
+               SHAPE_STR(logits));
+        tape_backward(op_cross_entropy_labels(logits, (int[]){1}, 0.1f));
+        for (int64_t j = 0; j < logits->numel; j++) EXPECT(isfinite(logits->data[j]), "%s: non-finite logit", name);
+        for (int p = 0; p < m->ps.n; p++) {
+            const tensor *t = m->ps.params[p];
+            /* DeiT classifies the class token: in its last block, what acts only on the patch
+             * tokens' outputs (query->agent biases, the DWC branch) cannot reach the loss */
+            const char *patch_only[] = {"na_bias", "ha_bias", "wa_bias", "dwc.weight", "dwc.bias"};
+            bool skip = false;
+            for (int k = 0; k < 5 && !strcmp(mc.arch, "deit"); k++)
+                skip |= !strcmp(t->name, nn_name("blocks.%d.attn.%s", mc.depths[0] - 1, patch_only[k]));
+            if (skip) continue;
+            double s = 0;
+            for (int64_t j = 0; j < t->numel; j++) s += fabs(t->grad[j]);
+            EXPECT(s > 0 && isfinite(s), "%s: %s gets no gradient", name, t->name);
+        }
+        model_free(m);
+        tape_reset();
+        arena_reset(&vitc_arena);
+    }
+}
+
+TEST(models_config_errors_name_the_json_path) {
+    model_config mc;
+    EXPECT_ERROR(registry_config(&mc, "agent_deit_t", "{\"model\": {\"agent_num\": [50]}}"),
+                 "model.agent_num[0]: 50 is not a perfect square");
+    registry_config(&mc, "agent_deit_t", "{\"model\": {\"img_size\": 32, \"patch_size\": 8}}");
+    EXPECT_ERROR(model_create(&mc, 0), "model.agent_num[0]: 49 agents pool to 7x7, larger than the 4x4");
+    EXPECT_ERROR(registry_config(&mc, "deit_t", "{\"model\": {\"attn\": [\"agent\", \"native\"]}}"),
+                 "model.attn: expected 1 entries (one per stage)");
+    EXPECT_ERROR(registry_config(&mc, "deit_t", "{\"model\": {\"attn\": [[\"agent\"]]}}"),
+                 "model.attn[0]: expected 12 names (one per block of stage 0), got 1");
+    registry_config(&mc, "deit_t", "{\"model\": {\"patch_size\": 15}}");
+    EXPECT_ERROR(model_create(&mc, 0), "model.patch_size: 15 does not divide img_size 224");
+}
