@@ -28,6 +28,7 @@ typedef struct model_config {
     bool agent_bias, dwc;       /* ablation switches of agent/flatten attention */
     double drop_path, drop_rate;
     bool qkv_bias;
+    char merge[8];              /* Swin downsampling: "patch" (2x2 merging) or "conv" */
 } model_config;
 
 /* Reads the model section of a config (model.name picks registry defaults already merged by

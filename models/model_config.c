@@ -115,6 +115,8 @@ void model_config_read(model_config *mc, config *c) {
     mc->drop_path = config_float(c, "model.drop_path", 0.0, 0, 0.99);
     mc->drop_rate = config_float(c, "model.drop_rate", 0.0, 0, 0.99);
     mc->qkv_bias = config_bool(c, "model.qkv_bias", true);
+    snprintf(mc->merge, sizeof(mc->merge), "%s",
+             config_str(c, "model.merge", "patch", (const char *const[]){"patch", "conv", NULL}));
     for (int s = 0; s < S; s++) {
         char path[64];
         snprintf(path, sizeof(path), "model.num_heads[%d]", s);

@@ -7,6 +7,19 @@
 #define DEIT(dim, heads) "\"arch\": \"deit\", \"patch_size\": 16, " \
     "\"embed_dim\": [" #dim "], \"depths\": [12], \"num_heads\": [" #heads "]"
 
+#define SWIN_T "\"arch\": \"swin\", \"embed_dim\": [96, 192, 384, 768], \"depths\": [2, 2, 6, 2], " \
+    "\"num_heads\": [3, 6, 12, 24]"
+#define SWIN_S "\"arch\": \"swin\", \"embed_dim\": [96, 192, 384, 768], \"depths\": [2, 2, 18, 2], " \
+    "\"num_heads\": [3, 6, 12, 24]"
+#define SWIN_B "\"arch\": \"swin\", \"embed_dim\": [128, 256, 512, 1024], \"depths\": [2, 2, 18, 2], " \
+    "\"num_heads\": [4, 8, 16, 32]"
+#define AGENTS ", \"agent_num\": [9, 16, 49, 49]"
+/* Agent-Swin-B: stage 3 has 2 agent blocks, then 16 native ones ("AAMB2") */
+#define AGENT_SWIN_B_ATTN ", \"attn\": [\"agent\", \"agent\", [\"agent\", \"agent\"" \
+    ", \"native\", \"native\", \"native\", \"native\", \"native\", \"native\", \"native\", \"native\"" \
+    ", \"native\", \"native\", \"native\", \"native\", \"native\", \"native\", \"native\", \"native\"]" \
+    ", \"native\"]"
+
 static const struct {
     const char *name, *defaults;
 } registry[] = {
@@ -25,6 +38,20 @@ static const struct {
     {"flatten_deit_t", "{" DEIT(192, 3) ", \"attn\": \"flatten\", \"drop_path\": 0.0}"},
     {"flatten_deit_s", "{" DEIT(384, 6) ", \"attn\": \"flatten\", \"drop_path\": 0.1}"},
     {"flatten_deit_b", "{" DEIT(768, 12) ", \"attn\": \"flatten\", \"drop_path\": 0.1}"},
+    {"swin_t", "{" SWIN_T ", \"drop_path\": 0.2}"},
+    {"swin_s", "{" SWIN_S ", \"drop_path\": 0.3}"},
+    {"swin_b", "{" SWIN_B ", \"drop_path\": 0.5}"},
+    {"agent_swin_t", "{" SWIN_T AGENTS ", \"attn\": [\"agent\", \"agent\", \"agent\", \"native\"], \"drop_path\": 0.2}"},
+    {"agent_swin_s", "{" SWIN_S AGENTS ", \"attn\": [\"agent\", \"agent\", \"native\", \"native\"], \"drop_path\": 0.3}"},
+    {"agent_swin_s_288", "{" SWIN_S AGENTS ", \"attn\": [\"agent\", \"agent\", \"native\", \"native\"], "
+                         "\"img_size\": 288, \"window\": 9, \"drop_path\": 0.3}"},
+    {"agent_swin_b", "{" SWIN_B AGENTS AGENT_SWIN_B_ATTN ", \"drop_path\": 0.5}"},
+    {"agent_swin_b_384", "{" SWIN_B AGENTS AGENT_SWIN_B_ATTN ", \"img_size\": 384, \"window\": 12, \"drop_path\": 0.5}"},
+    {"flatten_swin_t", "{" SWIN_T ", \"attn\": [\"flatten\", \"flatten\", \"native\", \"native\"], \"drop_path\": 0.2}"},
+    {"flatten_swin_s", "{" SWIN_S ", \"attn\": [\"flatten\", \"flatten\", \"native\", \"native\"], \"drop_path\": 0.3}"},
+    {"flatten_swin_b", "{" SWIN_B ", \"attn\": [\"flatten\", \"flatten\", \"native\", \"native\"], \"drop_path\": 0.5}"},
+    {"flatten_swin_b_384", "{" SWIN_B ", \"attn\": [\"flatten\", \"flatten\", \"native\", \"native\"], "
+                           "\"img_size\": 384, \"window\": 12, \"drop_path\": 0.5}"},
 };
 
 const char *model_registry_defaults(const char *name) {

@@ -9,7 +9,9 @@ static const struct {
     int64_t params;
 } official_counts[] = {
     {"deit_t", 5717416},        {"agent_deit_t", 6015640}, {"agent_deit_s", 22647112},
-    {"agent_deit_b", 87204904}, {"flatten_deit_t", 6193576},
+    {"agent_deit_b", 87204904}, {"flatten_deit_t", 6193576}, {"swin_t", 28288354},
+    {"agent_swin_t", 28902964}, {"agent_swin_s", 49666684},  {"agent_swin_b", 88095096},
+    {"flatten_swin_t", 29192384}, {"agent_swin_s_288", 49707964}, {"agent_swin_b_384", 88305016},
 };
 
 TEST(models_param_counts_equal_the_official_code) {
@@ -26,6 +28,11 @@ static const struct {
     {"agent_deit_t", "../shared/specs/agent_attention_state_dicts/agent_deit_t.tsv"},
     {"agent_deit_b", "../shared/specs/agent_attention_state_dicts/agent_deit_b.tsv"},
     {"agent_deit_s_448", "../shared/specs/agent_attention_state_dicts/agent_deit_s_448.tsv"},
+    {"agent_swin_t", "../shared/specs/agent_attention_state_dicts/agent_swin_t.tsv"},
+    {"agent_swin_b", "../shared/specs/agent_attention_state_dicts/agent_swin_b.tsv"},
+    {"agent_swin_s_288", "../shared/specs/agent_attention_state_dicts/agent_swin_s_288.tsv"},
+    {"flatten_swin_t", "../shared/specs/flatten_state_dicts/flatten_swin_t_224.txt"},
+    {"flatten_swin_b_384", "../shared/specs/flatten_state_dicts/flatten_swin_b_384.txt"},
 };
 
 TEST(models_state_dict_keys_equal_the_official_listings) {
@@ -52,7 +59,7 @@ TEST(models_every_registered_model_runs_and_every_parameter_gets_a_gradient) {
             snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%s%d", s ? ", " : "", 8 * mc.num_heads[s]);
         int size = mc.n_stages == 1 ? 32 : 64;
         snprintf(extra, sizeof(extra),
-                 "{\"model\": {\"img_size\": %d, \"num_classes\": 3, \"agent_num\": 4, \"embed_dim\": [%s]%s}}",
+                 "{\"model\": {\"img_size\": %d, \"num_classes\": 3, \"agent_num\": 4, \"window\": 2, \"embed_dim\": [%s]%s}}",
                  size, dims, mc.n_stages == 1 ? ", \"patch_size\": 8" : "");
         registry_config(&mc, name, extra);
         model *m = model_create(&mc, 1);
