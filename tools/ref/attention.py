@@ -131,3 +131,28 @@ class FLattenCore:
         if off:
             return torch.cat([out[:, :off], out[:, off:] + conv], dim=1)
         return out + conv
+
+
+class SoftmaxWindow:
+    """Swin W-MSA / SW-MSA: q scaled first, + relative position bias (+ the shift mask)."""
+
+    def __init__(self, owner, dim, heads, w, mask=None):
+        self.owner, self.heads, self.scale, self.w = owner, heads, (dim // heads) ** -0.5, w
+        owner.relative_position_bias_table = nn.Parameter(torch.randn((2 * w - 1) ** 2, heads) * 0.02)
+        ys, xs = torch.meshgrid(torch.arange(w), torch.arange(w), indexing="ij")
+        coords = torch.stack([ys.flatten(), xs.flatten()])  # 2, n
+        rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (w - 1)
+        owner.register_buffer("relative_position_index", rel[..., 0] * (2 * w - 1) + rel[..., 1])
+        self.mask = mask  # (nW, n, n) or None
+
+    def __call__(self, q, k, v):
+        o, H = self.owner, self.heads
+        b, n, c = q.shape
+        attn = (split_heads(q, H) * self.scale) @ split_heads(k, H).transpose(-2, -1)
+        bias = o.relative_position_bias_table[o.relative_position_index.reshape(-1)]
+        attn = attn + bias.reshape(n, n, H).permute(2, 0, 1)
+        if self.mask is not None:
+            nw = self.mask.shape[0]
+            attn = attn.reshape(b // nw, nw, H, n, n) + self.mask[None, :, None].to(attn.dtype)
+            attn = attn.reshape(b, H, n, n)
+        return merge_heads(attn.softmax(dim=-1) @ split_heads(v, H))

@@ -11,8 +11,9 @@ import torch.nn.functional as F
 
 import st_io
 from deit import DeiT
+from swin import Swin
 
-BUILDERS = {"deit": DeiT}
+BUILDERS = {"deit": DeiT, "swin": Swin}
 BATCH = 2
 
 
