@@ -6,7 +6,8 @@
 
 #include "../src/core/check.h"
 
-static const backbone *const backbones[] = {&backbone_deit, &backbone_swin};
+static const backbone *const backbones[] = {&backbone_deit, &backbone_swin, &backbone_pvt,
+                                            &backbone_pvt_v2};
 
 static const backbone *find_backbone(const model_config *cfg) {
     for (size_t i = 0; i < sizeof(backbones) / sizeof(backbones[0]); i++)

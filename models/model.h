@@ -29,6 +29,7 @@ typedef struct model_config {
     double drop_path, drop_rate;
     bool qkv_bias;
     char merge[8];              /* Swin downsampling: "patch" (2x2 merging) or "conv" */
+    bool unused_norm;           /* PVT v1: declare FLatten-PVT's never-applied final norm */
 } model_config;
 
 /* Reads the model section of a config (model.name picks registry defaults already merged by
@@ -86,4 +87,4 @@ void check_attn_grid(const model_config *c, int stage, attn_kind kind, int h, in
 /* Drop-path rate of block k of n: linear from 0 to rate (torch.linspace). */
 float drop_path_rate(double rate, int k, int n);
 
-extern const backbone backbone_deit, backbone_pvt, backbone_swin, backbone_cswin;
+extern const backbone backbone_deit, backbone_pvt, backbone_pvt_v2, backbone_swin, backbone_cswin;

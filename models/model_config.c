@@ -115,6 +115,7 @@ void model_config_read(model_config *mc, config *c) {
     mc->drop_path = config_float(c, "model.drop_path", 0.0, 0, 0.99);
     mc->drop_rate = config_float(c, "model.drop_rate", 0.0, 0, 0.99);
     mc->qkv_bias = config_bool(c, "model.qkv_bias", true);
+    mc->unused_norm = config_bool(c, "model.unused_norm", false);
     snprintf(mc->merge, sizeof(mc->merge), "%s",
              config_str(c, "model.merge", "patch", (const char *const[]){"patch", "conv", NULL}));
     for (int s = 0; s < S; s++) {

@@ -20,6 +20,15 @@
     ", \"native\", \"native\", \"native\", \"native\", \"native\", \"native\", \"native\", \"native\"]" \
     ", \"native\"]"
 
+#define PVT(arch, depths) "\"arch\": \"" arch "\", \"embed_dim\": [64, 128, 320, 512], " \
+    "\"depths\": " depths ", \"num_heads\": [1, 2, 5, 8], \"mlp_ratio\": [8, 8, 4, 4], \"sr_ratio\": [8, 4, 2, 1]"
+#define PVT_T "[2, 2, 2, 2]"
+#define PVT_S "[3, 4, 6, 3]"
+#define PVT_M "[3, 4, 18, 3]"
+#define PVT_L "[3, 8, 27, 3]"
+#define AGENT_PVT ", \"attn\": \"agent\", \"sr_ratio\": 1" AGENTS
+#define FLATTEN_PVT ", \"attn\": \"flatten\", \"sr_ratio\": 1"
+
 static const struct {
     const char *name, *defaults;
 } registry[] = {
@@ -52,6 +61,29 @@ static const struct {
     {"flatten_swin_b", "{" SWIN_B ", \"attn\": [\"flatten\", \"flatten\", \"native\", \"native\"], \"drop_path\": 0.5}"},
     {"flatten_swin_b_384", "{" SWIN_B ", \"attn\": [\"flatten\", \"flatten\", \"native\", \"native\"], "
                            "\"img_size\": 384, \"window\": 12, \"drop_path\": 0.5}"},
+    {"pvt_t", "{" PVT("pvt", PVT_T) ", \"drop_path\": 0.1}"},
+    {"pvt_s", "{" PVT("pvt", PVT_S) ", \"drop_path\": 0.1}"},
+    {"pvt_m", "{" PVT("pvt", PVT_M) ", \"drop_path\": 0.3}"},
+    {"pvt_l", "{" PVT("pvt", PVT_L) ", \"drop_path\": 0.3}"},
+    {"agent_pvt_t", "{" PVT("pvt", PVT_T) AGENT_PVT ", \"drop_path\": 0.1}"},
+    {"agent_pvt_s", "{" PVT("pvt", PVT_S) AGENT_PVT ", \"drop_path\": 0.1}"},
+    {"agent_pvt_m", "{" PVT("pvt", PVT_M) AGENT_PVT ", \"drop_path\": 0.3}"},
+    {"agent_pvt_m_256", "{" PVT("pvt", PVT_M) AGENT_PVT ", \"img_size\": 256, \"drop_path\": 0.3}"},
+    {"agent_pvt_l", "{" PVT("pvt", PVT_L) AGENT_PVT ", \"drop_path\": 0.3}"},
+    {"flatten_pvt_t", "{" PVT("pvt", PVT_T) FLATTEN_PVT ", \"unused_norm\": true, \"drop_path\": 0.1}"},
+    {"flatten_pvt_s", "{" PVT("pvt", PVT_S) FLATTEN_PVT ", \"unused_norm\": true, \"drop_path\": 0.1}"},
+    {"flatten_pvt_m", "{" PVT("pvt", PVT_M) FLATTEN_PVT ", \"unused_norm\": true, \"drop_path\": 0.3}"},
+    {"flatten_pvt_l", "{" PVT("pvt", PVT_L) FLATTEN_PVT ", \"unused_norm\": true, \"drop_path\": 0.3}"},
+    {"pvt_v2_b0", "{" PVT("pvt_v2", PVT_T) ", \"embed_dim\": [32, 64, 160, 256], \"drop_path\": 0.1}"},
+    {"pvt_v2_b1", "{" PVT("pvt_v2", PVT_T) ", \"drop_path\": 0.1}"},
+    {"pvt_v2_b2", "{" PVT("pvt_v2", PVT_S) ", \"drop_path\": 0.1}"},
+    {"pvt_v2_b3", "{" PVT("pvt_v2", PVT_M) ", \"drop_path\": 0.3}"},
+    {"pvt_v2_b4", "{" PVT("pvt_v2", PVT_L) ", \"drop_path\": 0.3}"},
+    {"flatten_pvt_v2_b0", "{" PVT("pvt_v2", PVT_T) FLATTEN_PVT ", \"embed_dim\": [32, 64, 160, 256], \"drop_path\": 0.1}"},
+    {"flatten_pvt_v2_b1", "{" PVT("pvt_v2", PVT_T) FLATTEN_PVT ", \"drop_path\": 0.1}"},
+    {"flatten_pvt_v2_b2", "{" PVT("pvt_v2", PVT_S) FLATTEN_PVT ", \"drop_path\": 0.1}"},
+    {"flatten_pvt_v2_b3", "{" PVT("pvt_v2", PVT_M) FLATTEN_PVT ", \"drop_path\": 0.3}"},
+    {"flatten_pvt_v2_b4", "{" PVT("pvt_v2", PVT_L) FLATTEN_PVT ", \"drop_path\": 0.3}"},
 };
 
 const char *model_registry_defaults(const char *name) {

@@ -56,7 +56,15 @@ static tensor *flatten_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     tensor *z = op_pow(op_add_scalar(op_matmul(qh, op_mean(kh, 2, true), false, true, 1.0f), 1e-6f), -1.0f);
     tensor *out = attn_merge_heads(op_mul(op_matmul(qh, kv, false, false, 1.0f), z));
     if (!s->dwc) return out;
-    tensor *local = head_dwc(&a->dwc, off ? op_slice(v, 1, off, m - off) : v, s->hk, s->wk, H);
+    tensor *vp = off ? op_slice(v, 1, off, m - off) : v;
+    if (s->hk != s->h || s->wk != s->w) {
+        /* spatially reduced keys (PVT sr > 1): each channel's token sequence is linearly resized
+         * to the query count, as the official code does, before the conv on the query grid */
+        int b = vp->shape[0], C = vp->shape[2], mk = vp->shape[1], nq = s->h * s->w;
+        tensor *seq = RESHAPE(op_transpose(vp, 1, 2), b * C, 1, mk);
+        vp = op_transpose(RESHAPE(op_interp_bilinear(seq, 1, nq), b, C, nq), 1, 2);
+    }
+    tensor *local = head_dwc(&a->dwc, vp, s->h, s->w, H);
     if (!off) return op_add(out, local);
     tensor *patches = op_add(op_slice(out, 1, off, n - off), local);
     return op_concat(2, (tensor *[]){op_slice(out, 1, 0, off), patches}, 1);

@@ -30,11 +30,13 @@ void config_free(config *c) {
     memset(c, 0, sizeof(*c));
 }
 
-/* deep merge: objects merge key by key, anything else replaces */
+/* deep merge: objects merge key by key, anything else replaces; a key repeated within one object
+ * takes its last value, as JSON parsers commonly do */
 static void merge(cJSON *dst, const cJSON *src) {
     const cJSON *item;
     cJSON_ArrayForEach(item, src) {
         cJSON *old = cJSON_GetObjectItemCaseSensitive(dst, item->string);
+        if (!old && cJSON_IsObject(item)) old = cJSON_AddObjectToObject(dst, item->string);
         if (old && cJSON_IsObject(old) && cJSON_IsObject(item)) merge(old, item);
         else if (old) cJSON_ReplaceItemInObjectCaseSensitive(dst, item->string, cJSON_Duplicate(item, 1));
         else cJSON_AddItemToObject(dst, item->string, cJSON_Duplicate(item, 1));
