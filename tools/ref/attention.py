@@ -96,10 +96,12 @@ class FLattenCore:
     with norms over all channels, positional encoding on K, linear attention with the mean
     normaliser, and a depthwise conv of V shared by all heads (on patch tokens only when cls)."""
 
-    def __init__(self, owner, dim, heads, h, w, cls=False, p=3.0, kernel=5, dwc=True, dwc_name="dwc"):
+    def __init__(self, owner, dim, heads, h, w, cls=False, p=3.0, kernel=5, dwc=True, dwc_name="dwc",
+                 hk=None, wk=None):
         self.owner, self.heads, self.h, self.w, self.cls, self.p = owner, heads, h, w, cls, p
         self.use_dwc, self.dwc_name = dwc, dwc_name
-        d, n = dim // heads, (1 if cls else 0) + h * w
+        hk, wk = hk or h, wk or w
+        d, n = dim // heads, (1 if cls else 0) + hk * wk
         owner.scale = nn.Parameter(torch.zeros(1, 1, dim))
         owner.positional_encoding = nn.Parameter(torch.zeros(1, n, dim))
         if dwc:
@@ -125,6 +127,9 @@ class FLattenCore:
             return out
         off = 1 if self.cls else 0
         vp = vh[:, :, off:]  # (b, H, h*w, d): each head's channels as a d-channel image
+        if vp.shape[2] != self.h * self.w:  # reduced keys: linear resize along the token index
+            vp = F.interpolate(vp.permute(0, 1, 3, 2).reshape(b * H, d, -1), size=self.h * self.w,
+                               mode="linear").reshape(b, H, d, -1).permute(0, 1, 3, 2)
         img = vp.reshape(b * H, self.h, self.w, d).permute(0, 3, 1, 2)
         conv = getattr(o, self.dwc_name)(img).permute(0, 2, 3, 1).reshape(b, H, self.h * self.w, d)
         conv = merge_heads(conv)

@@ -11,9 +11,10 @@ import torch.nn.functional as F
 
 import st_io
 from deit import DeiT
+from pvt import PVT
 from swin import Swin
 
-BUILDERS = {"deit": DeiT, "swin": Swin}
+BUILDERS = {"deit": DeiT, "swin": Swin, "pvt": PVT, "pvt_v2": PVT}
 BATCH = 2
 
 
@@ -51,7 +52,8 @@ def main(config_dir, out_dir):
                    "loss": loss.detach().reshape(1)}
         for pname, p in model.named_parameters():
             tensors["param/" + pname] = p.detach()
-            tensors["grad/" + pname] = p.grad
+            # a parameter the forward never uses (FLatten-PVT's norm) has no gradient: zero
+            tensors["grad/" + pname] = p.grad if p.grad is not None else torch.zeros_like(p)
         out = os.path.join(out_dir, name + ".safetensors")
         st_io.save(out, {k: v.numpy() for k, v in tensors.items()},
                    {"config": json.dumps(full), "torch": torch.__version__})
