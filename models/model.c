@@ -7,7 +7,7 @@
 #include "../src/core/check.h"
 
 static const backbone *const backbones[] = {&backbone_deit, &backbone_swin, &backbone_pvt,
-                                            &backbone_pvt_v2};
+                                            &backbone_pvt_v2, &backbone_cswin};
 
 static const backbone *find_backbone(const model_config *cfg) {
     for (size_t i = 0; i < sizeof(backbones) / sizeof(backbones[0]); i++)

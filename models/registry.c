@@ -29,6 +29,12 @@
 #define AGENT_PVT ", \"attn\": \"agent\", \"sr_ratio\": 1" AGENTS
 #define FLATTEN_PVT ", \"attn\": \"flatten\", \"sr_ratio\": 1"
 
+#define CSWIN(dims, depths, heads) "\"arch\": \"cswin\", \"embed_dim\": " dims ", \"depths\": " depths \
+    ", \"num_heads\": " heads ", \"split_size\": [1, 2, 7, 7]"
+#define CSWIN_HEADS_64 "[2, 4, 8, 16]"
+#define CSWIN_HEADS_96 "[4, 8, 16, 32]"
+#define AABB(kind) ", \"attn\": [\"" kind "\", \"" kind "\", \"native\", \"native\"]"
+
 static const struct {
     const char *name, *defaults;
 } registry[] = {
@@ -84,6 +90,20 @@ static const struct {
     {"flatten_pvt_v2_b2", "{" PVT("pvt_v2", PVT_S) FLATTEN_PVT ", \"drop_path\": 0.1}"},
     {"flatten_pvt_v2_b3", "{" PVT("pvt_v2", PVT_M) FLATTEN_PVT ", \"drop_path\": 0.3}"},
     {"flatten_pvt_v2_b4", "{" PVT("pvt_v2", PVT_L) FLATTEN_PVT ", \"drop_path\": 0.3}"},
+    /* the official CSWin depths; the Agent/FLatten variants move depth into stages 1-2 */
+    {"cswin_t", "{" CSWIN("[64, 128, 256, 512]", "[1, 2, 21, 1]", CSWIN_HEADS_64) ", \"drop_path\": 0.2}"},
+    {"cswin_s", "{" CSWIN("[64, 128, 256, 512]", "[2, 4, 32, 2]", CSWIN_HEADS_64) ", \"drop_path\": 0.4}"},
+    {"cswin_b", "{" CSWIN("[96, 192, 384, 768]", "[2, 4, 32, 2]", CSWIN_HEADS_96) ", \"drop_path\": 0.5}"},
+    {"agent_cswin_t", "{" CSWIN("[64, 128, 256, 512]", "[2, 4, 18, 1]", CSWIN_HEADS_64) AABB("agent") AGENTS ", \"drop_path\": 0.2}"},
+    {"agent_cswin_s", "{" CSWIN("[64, 128, 256, 512]", "[3, 6, 29, 2]", CSWIN_HEADS_64) AABB("agent") AGENTS ", \"drop_path\": 0.4}"},
+    {"agent_cswin_b", "{" CSWIN("[96, 192, 384, 768]", "[3, 6, 29, 2]", CSWIN_HEADS_96) AABB("agent") AGENTS ", \"drop_path\": 0.5}"},
+    {"agent_cswin_b_384", "{" CSWIN("[96, 192, 384, 768]", "[3, 6, 29, 2]", CSWIN_HEADS_96) AABB("agent") AGENTS
+                          ", \"img_size\": 384, \"split_size\": [1, 2, 12, 12], \"drop_path\": 0.7}"},
+    {"flatten_cswin_t", "{" CSWIN("[64, 128, 256, 512]", "[2, 4, 18, 1]", CSWIN_HEADS_64) AABB("flatten") ", \"drop_path\": 0.2}"},
+    {"flatten_cswin_s", "{" CSWIN("[64, 128, 256, 512]", "[2, 4, 32, 2]", CSWIN_HEADS_64) AABB("flatten") ", \"drop_path\": 0.4}"},
+    {"flatten_cswin_b", "{" CSWIN("[96, 192, 384, 768]", "[3, 6, 29, 2]", CSWIN_HEADS_96) AABB("flatten") ", \"drop_path\": 0.5}"},
+    {"flatten_cswin_b_384", "{" CSWIN("[96, 192, 384, 768]", "[3, 6, 29, 2]", CSWIN_HEADS_96) AABB("flatten")
+                            ", \"img_size\": 384, \"split_size\": [1, 2, 12, 12], \"drop_path\": 0.7}"},
 };
 
 const char *model_registry_defaults(const char *name) {

@@ -15,6 +15,8 @@ static const struct {
     {"agent_pvt_t", 11570352},  {"agent_pvt_s", 20635066},  {"agent_pvt_m", 35921746},
     {"agent_pvt_l", 48738180},  {"agent_pvt_m_256", 36083682}, {"pvt_t", 13227240},
     {"pvt_v2_b0", 3666760},     {"flatten_pvt_t", 12150504}, {"flatten_pvt_v2_b0", 3594824},
+    {"agent_cswin_t", 20458672}, {"agent_cswin_s", 32814100}, {"agent_cswin_b", 73249696},
+    {"agent_cswin_b_384", 73328416}, {"flatten_cswin_t", 21201768},
 };
 
 TEST(models_param_counts_equal_the_official_code) {
@@ -42,6 +44,10 @@ static const struct {
     {"flatten_pvt_l", "../shared/specs/flatten_state_dicts/flatten_pvt_b_large.txt"},
     {"flatten_pvt_v2_b0", "../shared/specs/flatten_state_dicts/flatten_pvt_v2_b0.txt"},
     {"flatten_pvt_v2_b4", "../shared/specs/flatten_state_dicts/flatten_pvt_v2_b4.txt"},
+    {"agent_cswin_t", "../shared/specs/agent_attention_state_dicts/agent_cswin_t.tsv"},
+    {"agent_cswin_b_384", "../shared/specs/agent_attention_state_dicts/agent_cswin_b_384.tsv"},
+    {"flatten_cswin_t", "../shared/specs/flatten_state_dicts/flatten_cswin_t_224.txt"},
+    {"flatten_cswin_b_384", "../shared/specs/flatten_state_dicts/flatten_cswin_b_384.txt"},
 };
 
 TEST(models_state_dict_keys_equal_the_official_listings) {

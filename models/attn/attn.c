@@ -26,11 +26,21 @@ attn *attn_create(param_store *ps, const char *prefix, const attn_spec *spec) {
     attn *a = impl->create(ps, name, spec);
     a->impl = impl;
     a->spec = *spec;
+    if (spec->lepe) {
+        CHECK(!spec->cls && spec->hk == spec->h && spec->wk == spec->w,
+              "%s: LePE needs keys on the query grid without a class token", name);
+        nn_conv2d_init(&a->lepe, ps, nn_name("%s.get_v", name), spec->dim, spec->dim, 3, 1, 1,
+                       spec->dim, true);
+    }
     return a;
 }
 
 tensor *attn_forward(attn *a, tensor *q, tensor *k, tensor *v) {
-    return a->impl->forward(a, q, k, v);
+    tensor *out = a->impl->forward(a, q, k, v);
+    if (!a->spec.lepe) return out;
+    int b = v->shape[0], n = v->shape[1], C = v->shape[2];
+    tensor *lepe = nn_conv2d_forward(&a->lepe, RESHAPE(v, b, a->spec.h, a->spec.w, C));
+    return op_add(out, RESHAPE(lepe, b, n, C));
 }
 
 void attn_destroy(attn *a) {

@@ -5,15 +5,15 @@
  * backbone's prefix. */
 #pragma once
 #include "../../src/core/params.h"
+#include "../../src/nn/layers.h"
 #include "../../src/ops/ops.h"
 
 typedef enum { ATTN_NATIVE, ATTN_AGENT, ATTN_FLATTEN, ATTN_ELFATT, ATTN_KIND_COUNT } attn_kind;
 
 /* The native (softmax) attention comes in the backbone's flavour. */
 typedef enum {
-    NATIVE_GLOBAL, /* DeiT / PVT: all tokens (PVT keys may be spatially reduced) */
+    NATIVE_GLOBAL, /* DeiT / PVT / CSwin: all tokens of the sequence (PVT keys may be reduced) */
     NATIVE_WINDOW, /* Swin: relative position bias, optional shift mask */
-    NATIVE_LEPE,   /* CSwin: stripes with LePE = depthwise 3x3 on v */
 } native_flavour;
 
 typedef struct attn_spec {
@@ -31,6 +31,7 @@ typedef struct attn_spec {
     float focusing_factor;  /* ATTN_FLATTEN */
     int dwc_kernel;         /* ATTN_FLATTEN */
     int block_size;         /* ATTN_ELFATT: blocks per side */
+    bool lepe;              /* CSwin: + get_v(v), a depthwise 3x3 conv of V over the window */
 } attn_spec;
 
 typedef struct attn attn;
@@ -40,6 +41,7 @@ typedef struct attn_impl attn_impl;
 struct attn {
     const attn_impl *impl;
     attn_spec spec;
+    nn_conv2d lepe; /* spec.lepe: declared and applied here, for any core */
 };
 
 struct attn_impl {

@@ -1,6 +1,6 @@
-/* Native softmax attention in each backbone's flavour: global (DeiT, PVT), shifted windows with a
- * relative position bias and mask (Swin), stripes with LePE on v (CSwin). Dropout on the attention
- * matrix is omitted: every official config sets it to 0. */
+/* Native softmax attention in each backbone's flavour: global (DeiT, PVT, CSwin stripes — whose
+ * LePE the attention interface adds), shifted windows with a relative position bias and mask (Swin).
+ * Dropout on the attention matrix is omitted: every official config sets it to 0. */
 #include <math.h>
 
 #include "../../src/core/check.h"
@@ -14,7 +14,6 @@ typedef struct softmax_attn {
     tensor *rpb_table; /* ((2h-1)(2w-1), heads) */
     int *rpb_index;    /* (h*w)^2 */
     tensor mask;       /* (n_windows, 1, n, n) view of spec.mask */
-    nn_conv2d lepe;
 } softmax_attn;
 
 static attn *softmax_create(param_store *ps, const char *prefix, const attn_spec *spec) {
@@ -32,9 +31,6 @@ static attn *softmax_create(param_store *ps, const char *prefix, const attn_spec
                                .shape = {spec->n_windows, 1, n, n},
                                .numel = (int64_t)spec->n_windows * n * n};
         }
-    } else if (spec->flavour == NATIVE_LEPE) {
-        nn_conv2d_init(&a->lepe, ps, nn_name("%s.get_v", prefix), spec->dim, spec->dim, 3, 1, 1,
-                       spec->dim, true);
     }
     return &a->base;
 }
@@ -42,7 +38,7 @@ static attn *softmax_create(param_store *ps, const char *prefix, const attn_spec
 static tensor *softmax_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     softmax_attn *a = (softmax_attn *)base;
     const attn_spec *s = &base->spec;
-    int b = q->shape[0], n = q->shape[1], m = k->shape[1], C = q->shape[2], H = s->heads;
+    int b = q->shape[0], n = q->shape[1], m = k->shape[1], H = s->heads;
     tensor *logits = op_matmul(attn_split_heads(q, H), attn_split_heads(k, H), false, true, a->scale);
     tensor *probs;
     if (s->flavour == NATIVE_WINDOW) {
@@ -60,12 +56,7 @@ static tensor *softmax_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     } else {
         probs = op_softmax(logits, NULL);
     }
-    tensor *out = attn_merge_heads(op_matmul(probs, attn_split_heads(v, H), false, false, 1.0f));
-    if (s->flavour == NATIVE_LEPE) {
-        tensor *lepe = nn_conv2d_forward(&a->lepe, RESHAPE(v, b, s->h, s->w, C));
-        out = op_add(out, RESHAPE(lepe, b, n, C));
-    }
-    return out;
+    return attn_merge_heads(op_matmul(probs, attn_split_heads(v, H), false, false, 1.0f));
 }
 
 static void softmax_destroy(attn *base) {

@@ -10,11 +10,12 @@ import torch
 import torch.nn.functional as F
 
 import st_io
+from cswin import CSwin
 from deit import DeiT
 from pvt import PVT
 from swin import Swin
 
-BUILDERS = {"deit": DeiT, "swin": Swin, "pvt": PVT, "pvt_v2": PVT}
+BUILDERS = {"deit": DeiT, "swin": Swin, "pvt": PVT, "pvt_v2": PVT, "cswin": CSwin}
 BATCH = 2
 
 
