@@ -61,7 +61,9 @@ static void *cswin_build(model *m) {
                 config_error(path, "stripe width %d does not divide the %dx%d map of stage %d", split, R, R, s);
             }
             b->split = split;
-            b->n_branches = split == R ? 1 : 2;
+            /* ELFATT takes the block as one branch and splits the heads itself (elfatt.md §10.7) */
+            b->n_branches = split == R || kind == ATTN_ELFATT ? 1 : 2;
+            if (kind == ATTN_ELFATT) b->split = split = R;
             int heads = c->num_heads[s];
             if (b->n_branches == 2 && (heads % 2 || C % 2))
                 config_error("model.num_heads", "stage %d: two stripe branches need an even head count, got %d", s, heads);
@@ -79,11 +81,14 @@ static void *cswin_build(model *m) {
                     .w = w, .hk = h, .wk = w, .flavour = NATIVE_GLOBAL, .n_windows = (R / h) * (R / w),
                     .agent_num = c->agent_num[s], .agent_bias = c->agent_bias, .dwc = c->dwc,
                     /* Agent-CSwin names its DWC get_v and adds no LePE; the others add LePE */
-                    .dwc_name = kind == ATTN_AGENT ? "get_v" : "dwc", .lepe = kind != ATTN_AGENT,
+                    .dwc_name = kind == ATTN_AGENT ? "get_v" : "dwc",
+                    .lepe = kind == ATTN_NATIVE || kind == ATTN_FLATTEN,
+                    .elfatt_cswin_names = kind == ATTN_ELFATT,
                     .focusing_factor = (float)c->focusing_factor, .dwc_kernel = c->dwc_kernel,
                     .block_size = c->block_size[s],
                 };
-                b->branch[br] = attn_create(ps, nn_name("%s.attns.%d", prefix, br), &spec);
+                const char *name = kind == ATTN_ELFATT ? prefix : nn_name("%s.attns.%d", prefix, br);
+                b->branch[br] = attn_create(ps, name, &spec);
             }
             nn_mlp_init(&b->mlp, ps, nn_name("%s.mlp", prefix), C, (int)(C * c->mlp_ratio[s]));
             nn_layernorm_init(&b->norm2, ps, nn_name("%s.norm2", prefix), C, 1e-5f);

@@ -53,11 +53,16 @@ void model_free(model *m) {
 }
 
 void check_attn_grid(const model_config *c, int stage, attn_kind kind, int h, int w) {
+    char path[64];
+    if (kind == ATTN_ELFATT && (h % c->block_size[stage] || w % c->block_size[stage])) {
+        snprintf(path, sizeof(path), "model.block_size[%d]", stage);
+        config_error(path, "%d blocks per side do not tile the %dx%d grid of stage %d",
+                     c->block_size[stage], h, w, stage);
+    }
     if (kind != ATTN_AGENT) return;
     int p = 0;
     while ((p + 1) * (p + 1) <= c->agent_num[stage]) p++;
     if (p > h || p > w) {
-        char path[64];
         snprintf(path, sizeof(path), "model.agent_num[%d]", stage);
         config_error(path, "%d agents pool to %dx%d, larger than the %dx%d token grid of stage %d",
                      c->agent_num[stage], p, p, h, w, stage);

@@ -1,6 +1,8 @@
 /* A model: its resolved configuration, its parameters (official state_dict names, flat blocks) and
  * the backbone that builds and runs it. Images enter channels-last: (B, H, W, in_chans). */
 #pragma once
+#include <stdio.h>
+
 #include "../src/core/config.h"
 #include "../src/core/params.h"
 #include "../src/core/safetensors.h"
@@ -80,6 +82,11 @@ void model_free(model *m);
  * Every missing, unexpected (under prefix) or mis-shaped tensor is listed in report, one per line;
  * returns false if there was any. */
 bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len);
+
+/* MACs of one forward of one image at the configured size (fvcore-style, see op_macs). */
+double model_macs(model *m);
+/* Prints the module tree with parameter counts, the MACs and the training-step activation memory. */
+void model_summary(model *m, FILE *f);
 
 /* Rejects (naming model.agent_num[stage]) agents that cannot be pooled from an h x w grid. */
 void check_attn_grid(const model_config *c, int stage, attn_kind kind, int h, int w);

@@ -104,6 +104,14 @@ static const struct {
     {"flatten_cswin_b", "{" CSWIN("[96, 192, 384, 768]", "[3, 6, 29, 2]", CSWIN_HEADS_96) AABB("flatten") ", \"drop_path\": 0.5}"},
     {"flatten_cswin_b_384", "{" CSWIN("[96, 192, 384, 768]", "[3, 6, 29, 2]", CSWIN_HEADS_96) AABB("flatten")
                             ", \"img_size\": 384, \"split_size\": [1, 2, 12, 12], \"drop_path\": 0.7}"},
+    /* ELFATT (no official code): every stage ELFATT with blocks per side (4, 2, 1, 1); Swin with
+     * conv merging (elfatt.md §5.2); CSwin with the Agent/FLatten depths 2-4-18-1 (§9) */
+    {"elfatt_swin_t", "{" SWIN_T ", \"attn\": \"elfatt\", \"block_size\": [4, 2, 1, 1], \"merge\": \"conv\", \"drop_path\": 0.2}"},
+    {"elfatt_swin_b", "{" SWIN_B ", \"attn\": \"elfatt\", \"block_size\": [4, 2, 1, 1], \"merge\": \"conv\", \"drop_path\": 0.5}"},
+    {"elfatt_cswin_t", "{" CSWIN("[64, 128, 256, 512]", "[2, 4, 18, 1]", CSWIN_HEADS_64) ", \"attn\": \"elfatt\", "
+                       "\"block_size\": [4, 2, 1, 1], \"drop_path\": 0.2}"},
+    {"elfatt_cswin_b", "{" CSWIN("[96, 192, 384, 768]", "[3, 6, 29, 2]", CSWIN_HEADS_96) ", \"attn\": \"elfatt\", "
+                       "\"block_size\": [4, 2, 1, 1], \"drop_path\": 0.5}"},
 };
 
 const char *model_registry_defaults(const char *name) {

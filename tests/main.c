@@ -74,6 +74,8 @@ static int cmp_names(const void *a, const void *b) {
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     qsort(tests, n_tests, sizeof(tests[0]), cmp_names);
+    /* small arena chunks: allocations spill across chunks, exercising mark/release and reset */
+    vitc_arena.chunk_bytes = 256 << 10;
     int passed = 0, n_failed = 0, n_skipped = 0;
     for (int i = 0; i < n_tests; i++) {
         if (filter && !strstr(tests[i].name, filter)) continue;

@@ -17,6 +17,8 @@ static const struct {
     {"pvt_v2_b0", 3666760},     {"flatten_pvt_t", 12150504}, {"flatten_pvt_v2_b0", 3594824},
     {"agent_cswin_t", 20458672}, {"agent_cswin_s", 32814100}, {"agent_cswin_b", 73249696},
     {"agent_cswin_b_384", 73328416}, {"flatten_cswin_t", 21201768},
+    /* ELFATT: no official code; the README says 30M and 20M (elfatt.md §8.3 computes these) */
+    {"elfatt_swin_t", 30243208}, {"elfatt_cswin_t", 20393320},
 };
 
 TEST(models_param_counts_equal_the_official_code) {
@@ -121,4 +123,26 @@ TEST(models_config_errors_name_the_json_path) {
                  "model.attn[0]: expected 12 names (one per block of stage 0), got 1");
     registry_config(&mc, "deit_t", "{\"model\": {\"patch_size\": 15}}");
     EXPECT_ERROR(model_create(&mc, 0), "model.patch_size: 15 does not divide img_size 224");
+}
+
+/* fvcore-style MACs at 224² (the official counts quoted by the model issue), within 2% */
+TEST(models_macs_match_the_official_counts) {
+    const struct {
+        const char *name;
+        double gmacs;
+    } counts[] = {{"agent_deit_t", 1.168}, {"agent_swin_t", 4.499}, {"agent_pvt_t", 1.986},
+                  {"agent_cswin_t", 4.292}, {"flatten_swin_t", 4.483}, {"deit_t", 1.254},
+                  /* ELFATT README (nFA column, no official code): 4.99G and 4.44G */
+                  {"elfatt_swin_t", 4.99},  {"elfatt_cswin_t", 4.44}};
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        model_config mc;
+        registry_config(&mc, counts[i].name, NULL);
+        model *m = model_create(&mc, 0);
+        double g = model_macs(m) / 1e9;
+        printf("    %-16s %.4f GMACs (official %.3f, %+.2f%%)\n", counts[i].name, g, counts[i].gmacs,
+               100 * (g / counts[i].gmacs - 1));
+        EXPECT(fabs(g / counts[i].gmacs - 1) < 0.02, "%s: %.4f GMACs vs %.3f", counts[i].name, g, counts[i].gmacs);
+        model_free(m);
+        arena_reset(&vitc_arena);
+    }
 }

@@ -20,6 +20,7 @@ static void usage(FILE *f) {
             "  --threads N     OpenMP/OpenBLAS threads (default: OMP_NUM_THREADS or all cores)\n"
             "  --out DIR       run directories go to DIR/<run.name> (default checkpoints/)\n"
             "  --quiet         no progress bar\n"
+            "  --summary       print the module tree, parameters, MACs and activation memory, then exit\n"
             "  --device cpu    the only device of this build\n");
 }
 
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
     int n_files = 0, n_sets = 0, threads = 0;
     char paths[16][512], out_set[1100];
     train_options o = {0};
+    bool summary = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
@@ -59,6 +61,8 @@ int main(int argc, char **argv) {
             /* recorded as run.out so a resumed run writes to the same place */
             snprintf(out_set, sizeof(out_set), "run.out=\"%s\"", argv[++i]);
             sets[n_sets++] = out_set;
+        } else if (!strcmp(a, "--summary")) {
+            summary = true;
         } else if (!strcmp(a, "--quiet")) {
             o.quiet = true;
         } else if (!strcmp(a, "--device") && has_value) {
@@ -96,7 +100,16 @@ int main(int argc, char **argv) {
         free(saved);
         for (int i = 0; i < n_sets; i++) config_set(&c, sets[i]);
     }
-    int code = train_run(&c, &o);
+    int code = 0;
+    if (summary) { /* the model only: the data and training sections are not needed */
+        model_config mc;
+        model_config_read(&mc, &c);
+        model *m = model_create(&mc, 0);
+        model_summary(m, stdout);
+        model_free(m);
+    } else {
+        code = train_run(&c, &o);
+    }
     config_free(&c);
     return code;
 }

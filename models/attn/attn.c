@@ -5,12 +5,13 @@
 
 #include "../../src/core/check.h"
 
-extern const attn_impl attn_softmax_impl, attn_agent_impl, attn_flatten_impl;
+extern const attn_impl attn_softmax_impl, attn_agent_impl, attn_flatten_impl, attn_elfatt_impl;
 
 const attn_impl *const attn_registry[ATTN_KIND_COUNT] = {
     [ATTN_NATIVE] = &attn_softmax_impl,
     [ATTN_AGENT] = &attn_agent_impl,
     [ATTN_FLATTEN] = &attn_flatten_impl,
+    [ATTN_ELFATT] = &attn_elfatt_impl,
 };
 
 const char *const attn_names[] = {"native", "agent", "flatten", "elfatt", NULL};

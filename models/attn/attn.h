@@ -32,6 +32,7 @@ typedef struct attn_spec {
     int dwc_kernel;         /* ATTN_FLATTEN */
     int block_size;         /* ATTN_ELFATT: blocks per side */
     bool lepe;              /* CSwin: + get_v(v), a depthwise 3x3 conv of V over the window */
+    bool elfatt_cswin_names; /* ATTN_ELFATT in CSwin: LePE halves named attns.0/1.get_v */
 } attn_spec;
 
 typedef struct attn attn;

@@ -33,6 +33,7 @@ tensor *op_conv2d(tensor *x, tensor *w, tensor *b, int stride, int pad, int grou
     float *scratch = arena_alloc(&vitc_arena, sizeof(float) * (size_t)g.B * g.Ho * g.Wo *
                                                   (g.Cin / groups) * g.kh * g.kw);
     conv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, &g, scratch);
+    op_macs += (double)out->numel * (g.Cin / groups) * g.kh * g.kw;
     arena_release(&vitc_arena, m);
     tape_node *n = tape_record(OP_CONV2D, out, 3, (tensor *[]){x, w, b});
     if (n) n->iarg[0] = stride, n->iarg[1] = pad, n->iarg[2] = groups;
@@ -63,6 +64,7 @@ tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b) {
     arena_mark m = arena_get_mark(&vitc_arena);
     float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)k * k * C);
     dwconv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, B, H, W, C, k, wt);
+    op_macs += (double)out->numel * k * k;
     arena_release(&vitc_arena, m);
     tape_record(OP_DWCONV2D, out, 3, (tensor *[]){x, w, b});
     return out;
@@ -71,12 +73,14 @@ tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b) {
 void op_dwconv2d_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
+    /* gradient buffers first: what follows the mark is scratch, released below */
+    float *dx = x->requires_grad ? tensor_grad(x) : NULL;
+    float *dw = w->requires_grad ? tensor_grad(w) : NULL;
+    float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     arena_mark m = arena_get_mark(&vitc_arena);
     float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)k * k * C);
     float *partial = arena_alloc(&vitc_arena, sizeof(float) * DW_CHUNKS * (size_t)(k * k + 1) * C);
-    dwconv2d_backward(x->requires_grad ? tensor_grad(x) : NULL, w->requires_grad ? tensor_grad(w) : NULL,
-                      b && b->requires_grad ? tensor_grad(b) : NULL, n->out->grad, x->data, w->data,
-                      B, H, W, C, k, wt, partial);
+    dwconv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, B, H, W, C, k, wt, partial);
     arena_release(&vitc_arena, m);
 }
 
@@ -86,6 +90,7 @@ tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow) {
     tensor *out = TENSOR(x->shape[0], oh, ow, x->shape[3]);
     adaptive_avg_pool2d_forward(out->data, x->data, x->shape[0], x->shape[1], x->shape[2],
                                 x->shape[3], oh, ow);
+    op_macs += (double)x->numel;
     tape_record(OP_ADAPTIVE_AVG_POOL2D, out, 1, (tensor *[]){x});
     return out;
 }
@@ -102,6 +107,7 @@ tensor *op_interp_bilinear(tensor *x, int ho, int wo) {
           SHAPE_STR(x), ho, wo);
     tensor *out = TENSOR(x->shape[0], ho, wo);
     interp_bilinear_forward(out->data, x->data, x->shape[0], x->shape[1], x->shape[2], ho, wo);
+    op_macs += 4.0 * (double)out->numel;
     tape_record(OP_INTERP_BILINEAR, out, 1, (tensor *[]){x});
     return out;
 }

@@ -6,6 +6,8 @@
 #include "op_table.h"
 #include "ops.h"
 
+double op_macs;
+
 tensor *op_linear(tensor *x, tensor *w, tensor *b) {
     int K = x->shape[x->ndim - 1];
     CHECK(w->ndim == 2 && w->shape[1] == K, "linear: input %s does not match weight %s",
@@ -19,6 +21,7 @@ tensor *op_linear(tensor *x, tensor *w, tensor *b) {
     shape[x->ndim - 1] = N;
     tensor *out = tensor_new(x->ndim, shape);
     linear_forward(out->data, x->data, w->data, b ? b->data : NULL, M, K, N);
+    op_macs += (double)M * K * N;
     tape_node *n = tape_record(OP_LINEAR, out, 3, (tensor *[]){x, w, b});
     if (n) n->iarg[0] = M, n->iarg[1] = K, n->iarg[2] = N;
     return out;
@@ -50,6 +53,7 @@ tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha)
     int batch = (int)tensor_span(a, 0, nd - 2);
     tensor *out = tensor_new(nd, shape);
     matmul_forward(out->data, a->data, b->data, batch, M, N, K, trans_a, trans_b, alpha);
+    op_macs += (double)batch * M * N * K;
     tape_node *n = tape_record(OP_MATMUL, out, 2, (tensor *[]){a, b});
     if (n) {
         n->iarg[0] = batch, n->iarg[1] = M, n->iarg[2] = N, n->iarg[3] = K;

@@ -17,6 +17,7 @@ tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) {
     int64_t M = x->numel / C;
     tensor *out = tensor_like(x), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
     layernorm_forward(out->data, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
+    op_macs += 5.0 * (double)x->numel;
     tape_node *n = tape_record(OP_LAYERNORM, out, 3, (tensor *[]){x, w, b});
     if (n) n->saved[0] = mean, n->saved[1] = rstd;
     return out;

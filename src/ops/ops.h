@@ -6,6 +6,11 @@
 #include "../core/rng.h"
 #include "../core/tensor.h"
 
+/* Multiply-accumulates of every forward op since the last reset, counted as fvcore does: linear,
+ * matmul and conv MACs, LayerNorm as 5 per element, bilinear resize as 4 per output, adaptive
+ * pooling as 1 per input; softmax, activations and additions are free. */
+extern double op_macs;
+
 /* ---- matmul.c ---- */
 /* x (..., in), w (out, in) as nn.Linear, b (out) or NULL -> (..., out) */
 tensor *op_linear(tensor *x, tensor *w, tensor *b);

@@ -1,0 +1,79 @@
+/* ELFATT (efficient linear fast attention; no official code — elfatt.md's reading): the heads split
+ * into global linear heads (floor(h/2): softmax of Q over features, softmax of K over tokens,
+ * out = Q̂ (K̂ᵀ V), no scale) and block-local softmax heads (exact attention inside block_size x
+ * block_size 2-D blocks, scale d^-1/2), each with a LePE (depthwise 3x3 on V: over the whole map for
+ * the global heads, per block for the local ones), concatenated [global | local]. Names: one
+ * "lepe" conv over all channels (Swin host), or CSwin's "attns.0.get_v" / "attns.1.get_v" halves. */
+#include <math.h>
+
+#include "../../src/core/check.h"
+#include "../../src/nn/layers.h"
+#include "attn.h"
+
+typedef struct elfatt_attn {
+    attn base;
+    int global_heads, global_dim;
+    nn_conv2d lepe, lepe_local; /* lepe covers all channels unless the CSwin names split it */
+    bool split_lepe;
+} elfatt_attn;
+
+static attn *elfatt_create(param_store *ps, const char *prefix, const attn_spec *s) {
+    elfatt_attn *a = xcalloc(1, sizeof(elfatt_attn));
+    int C = s->dim, d = C / s->heads;
+    CHECK(s->heads >= 2, "%s: ELFATT needs at least 2 heads (global and local), got %d", prefix, s->heads);
+    CHECK(!s->cls, "%s: ELFATT is not defined with a class token", prefix);
+    a->global_heads = s->heads / 2;
+    a->global_dim = a->global_heads * d;
+    a->split_lepe = s->elfatt_cswin_names;
+    if (a->split_lepe) {
+        CHECK(2 * a->global_dim == C, "%s: CSwin-hosted ELFATT needs an even head count, got %d", prefix, s->heads);
+        nn_conv2d_init(&a->lepe, ps, nn_name("%s.attns.0.get_v", prefix), C / 2, C / 2, 3, 1, 1, C / 2, true);
+        nn_conv2d_init(&a->lepe_local, ps, nn_name("%s.attns.1.get_v", prefix), C / 2, C / 2, 3, 1, 1, C / 2, true);
+    } else {
+        nn_conv2d_init(&a->lepe, ps, nn_name("%s.lepe", prefix), C, C, 3, 1, 1, C, true);
+    }
+    return &a->base;
+}
+
+/* the LePE of channels [from, from + n) of one conv, or of a conv of its own */
+static tensor *lepe_part(const nn_conv2d *c, tensor *x, int from, int n) {
+    if (c->w->shape[0] == n) return op_dwconv2d(x, c->w, c->b);
+    return op_dwconv2d(x, op_slice(c->w, 0, from, n), op_slice(c->b, 0, from, n));
+}
+
+static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
+    elfatt_attn *a = (elfatt_attn *)base;
+    const attn_spec *s = &base->spec;
+    int b = q->shape[0], n = q->shape[1], C = q->shape[2], H = s->heads;
+    int hg = a->global_heads, C1 = a->global_dim, C2 = C - C1, d = C / H;
+    int bh = s->h / s->block_size, bw = s->w / s->block_size, nb = s->block_size * s->block_size;
+    CHECK(n == s->h * s->w && bh * s->block_size == s->h && bw * s->block_size == s->w,
+          "elfatt: %d tokens, %dx%d grid, %d blocks per side", n, s->h, s->w, s->block_size);
+    /* global heads: softmax(Q) over features, softmax(K) over tokens (K̂ᵀ directly), linear in n */
+    tensor *qg = op_softmax(attn_split_heads(op_slice(q, 2, 0, C1), hg), NULL);
+    tensor *kt = op_softmax(op_transpose(attn_split_heads(op_slice(k, 2, 0, C1), hg), 2, 3), NULL);
+    tensor *vg = op_slice(v, 2, 0, C1);
+    tensor *ctx = op_matmul(kt, attn_split_heads(vg, hg), false, false, 1.0f); /* (b, hg, d, d) */
+    tensor *global = attn_merge_heads(op_matmul(qg, ctx, false, false, 1.0f));
+    tensor *lg = lepe_part(&a->lepe, RESHAPE(vg, b, s->h, s->w, C1), 0, C1);
+    global = op_add(global, RESHAPE(lg, b, n, C1));
+    /* local heads: exact softmax attention inside each block, LePE zero-padded at block borders */
+    tensor *blk[3];
+    for (int i = 0; i < 3; i++) {
+        tensor *t = op_slice(i == 0 ? q : i == 1 ? k : v, 2, C1, C2);
+        blk[i] = op_window_partition(RESHAPE(t, b, s->h, s->w, C2), bh, bw);
+    }
+    int hl = H - hg;
+    tensor *logits = op_matmul(attn_split_heads(blk[0], hl), attn_split_heads(blk[1], hl), false, true,
+                               1.0f / sqrtf((float)d));
+    tensor *local = attn_merge_heads(op_matmul(op_softmax(logits, NULL), attn_split_heads(blk[2], hl), false, false, 1.0f));
+    const nn_conv2d *lc = a->split_lepe ? &a->lepe_local : &a->lepe;
+    tensor *ll = lepe_part(lc, RESHAPE(blk[2], b * nb, bh, bw, C2), C1, C2);
+    local = op_add(local, RESHAPE(ll, b * nb, bh * bw, C2));
+    local = RESHAPE(op_window_reverse(local, s->h, s->w, bh, bw), b, n, C2);
+    return op_concat(2, (tensor *[]){global, local}, 2);
+}
+
+static void elfatt_destroy(attn *base) { free(base); }
+
+const attn_impl attn_elfatt_impl = {"elfatt", elfatt_create, elfatt_forward, elfatt_destroy};
