@@ -21,7 +21,8 @@ static attn *elfatt_create(param_store *ps, const char *prefix, const attn_spec 
     elfatt_attn *a = xcalloc(1, sizeof(elfatt_attn));
     int C = s->dim, d = C / s->heads;
     CHECK(s->heads >= 2, "%s: ELFATT needs at least 2 heads (global and local), got %d", prefix, s->heads);
-    CHECK(!s->cls, "%s: ELFATT is not defined with a class token", prefix);
+    CHECK(!s->cls, "%s: ELFATT is not defined with a class token (DeiT)", prefix);
+    CHECK(s->hk == s->h && s->wk == s->w, "%s: ELFATT needs keys on the query grid (sr_ratio 1)", prefix);
     a->global_heads = s->heads / 2;
     a->global_dim = a->global_heads * d;
     a->split_lepe = s->elfatt_cswin_names;

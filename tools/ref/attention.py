@@ -161,3 +161,50 @@ class SoftmaxWindow:
             attn = attn.reshape(b // nw, nw, H, n, n) + self.mask[None, :, None].to(attn.dtype)
             attn = attn.reshape(b, H, n, n)
         return merge_heads(attn.softmax(dim=-1) @ split_heads(v, H))
+
+
+class ElfattCore:
+    """ELFATT (elfatt.md, no official code): floor(h/2) global linear heads (softmax of Q over
+    features, of K over tokens, no scale) and block-local softmax heads (bs x bs blocks per side,
+    scale d^-1/2), each + LePE on V (whole map / per block), concatenated [global | local]."""
+
+    def __init__(self, owner, dim, heads, h, w, blocks, cswin_names=False):
+        self.owner, self.heads, self.h, self.w, self.bs = owner, heads, h, w, blocks
+        self.hg = heads // 2
+        self.c1 = self.hg * (dim // heads)
+        self.cswin = cswin_names
+        if cswin_names:  # attns.0.get_v (global half), attns.1.get_v (local half)
+            owner.attns = nn.ModuleList(nn.Module() for _ in range(2))
+            for m in owner.attns:
+                m.get_v = nn.Conv2d(dim // 2, dim // 2, 3, padding=1, groups=dim // 2)
+        else:
+            owner.lepe = nn.Conv2d(dim, dim, 3, padding=1, groups=dim)
+
+    def _lepe(self, x, start):  # x (B, c, h, w) channels [start, start + c)
+        o = self.owner
+        if self.cswin:
+            return o.attns[0 if start == 0 else 1].get_v(x)
+        c = x.shape[1]
+        return F.conv2d(x, o.lepe.weight[start:start + c], o.lepe.bias[start:start + c], padding=1, groups=c)
+
+    def __call__(self, q, k, v):
+        b, n, C = q.shape
+        h, w, c1, hg = self.h, self.w, self.c1, self.hg
+        hl, c2, d = self.heads - hg, C - c1, C // self.heads
+        qg = split_heads(q[..., :c1], hg).softmax(dim=-1)
+        kg = split_heads(k[..., :c1], hg).softmax(dim=-2)
+        vg = v[..., :c1]
+        glob = merge_heads(qg @ (kg.transpose(-2, -1) @ split_heads(vg, hg)))
+        glob = glob + self._lepe(vg.transpose(1, 2).reshape(b, c1, h, w), 0).flatten(2).transpose(1, 2)
+        bh, bw, nb = h // self.bs, w // self.bs, self.bs * self.bs
+
+        def blockify(t):
+            t = t.reshape(b, self.bs, bh, self.bs, bw, c2).permute(0, 1, 3, 2, 4, 5)
+            return t.reshape(b * nb, bh * bw, c2)
+
+        ql, kl, vl = (blockify(t[..., c1:]) for t in (q, k, v))
+        attn = (split_heads(ql, hl) @ split_heads(kl, hl).transpose(-2, -1)) * d ** -0.5
+        loc = merge_heads(attn.softmax(dim=-1) @ split_heads(vl, hl))
+        loc = loc + self._lepe(vl.transpose(1, 2).reshape(b * nb, c2, bh, bw), c1).flatten(2).transpose(1, 2)
+        loc = loc.reshape(b, self.bs, self.bs, bh, bw, c2).permute(0, 1, 3, 2, 4, 5).reshape(b, n, c2)
+        return torch.cat([glob, loc], dim=-1)

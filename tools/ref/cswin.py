@@ -3,7 +3,7 @@ parameter names equal the official state_dict keys."""
 import torch
 import torch.nn as nn
 
-from attention import AgentCore, FLattenCore, SoftmaxGlobal
+from attention import AgentCore, ElfattCore, FLattenCore, SoftmaxGlobal
 from common import block_kinds, per_stage
 from deit import Mlp
 
@@ -55,22 +55,29 @@ class Block(nn.Module):
         super().__init__()
         split = per_stage(cfg, "split_size", 7)[stage] if kind == "native" else \
             (per_stage(cfg, "attn_window", 0)[stage] or R)
-        if last or split >= R:
+        if last or split >= R or kind == "elfatt":
             split = R
         self.R, self.nb = R, 1 if split == R else 2
         self.qkv = nn.Linear(dim, 3 * dim, bias=cfg.get("qkv_bias", True))
         self.norm1 = nn.LayerNorm(dim)
         self.proj = nn.Linear(dim, dim)
-        geoms = [(R, split)] if self.nb == 1 else [(R, split), (split, R)]
-        self.attns = nn.ModuleList(Branch(dim // self.nb, heads // self.nb, kind, h, w, cfg, stage)
-                                   for h, w in geoms)
+        self.elfatt = None
+        if kind == "elfatt":  # one core over all heads; its LePE halves are attns.0/1.get_v
+            self.elfatt = ElfattCore(self, dim, heads, R, R, per_stage(cfg, "block_size", 1)[stage],
+                                     cswin_names=True)
+        else:
+            geoms = [(R, split)] if self.nb == 1 else [(R, split), (split, R)]
+            self.attns = nn.ModuleList(Branch(dim // self.nb, heads // self.nb, kind, h, w, cfg, stage)
+                                       for h, w in geoms)
         self.mlp = Mlp(dim, int(dim * ratio))
         self.norm2 = nn.LayerNorm(dim)
 
     def forward(self, x):
         C = x.shape[-1]
         q, k, v = self.qkv(self.norm1(x)).split(C, dim=-1)
-        if self.nb == 1:
+        if self.elfatt is not None:
+            a = self.elfatt(q, k, v)
+        elif self.nb == 1:
             a = self.attns[0](q, k, v, self.R)
         else:
             h = C // 2

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attention import AgentCore, FLattenCore, SoftmaxGlobal
+from attention import AgentCore, ElfattCore, FLattenCore, SoftmaxGlobal
 from common import block_kinds, per_stage
 
 
@@ -27,6 +27,8 @@ class Attention(nn.Module):
         elif kind == "flatten":
             self.core = FLattenCore(self, dim, heads, R, R, p=cfg.get("focusing_factor", 3.0),
                                     kernel=cfg.get("dwc_kernel", 5), dwc=cfg.get("dwc", True), hk=rk, wk=rk)
+        elif kind == "elfatt":
+            self.core = ElfattCore(self, dim, heads, R, R, per_stage(cfg, "block_size", 1)[stage])
         else:
             raise ValueError(kind)
 

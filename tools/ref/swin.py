@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attention import AgentCore, FLattenCore, SoftmaxWindow
+from attention import AgentCore, ElfattCore, FLattenCore, SoftmaxWindow
 from common import block_kinds, per_stage
 from deit import Mlp
 
@@ -46,6 +46,8 @@ class Attention(nn.Module):
         elif kind == "flatten":
             self.core = FLattenCore(self, dim, heads, w, w, p=cfg.get("focusing_factor", 3.0),
                                     kernel=cfg.get("dwc_kernel", 5), dwc=cfg.get("dwc", True))
+        elif kind == "elfatt":
+            self.core = ElfattCore(self, dim, heads, w, w, per_stage(cfg, "block_size", 1)[stage])
         else:
             raise ValueError(kind)
 
