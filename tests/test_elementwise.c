@@ -156,3 +156,18 @@ TEST(grad_activations) {
         EXPECT(GRADCHECK(unary_fn, &(unary_ctx){which}, x), "activation %d", which);
     }
 }
+
+/* the vectorised GELU (polynomial erf and exp) against libm's double erf */
+TEST(gelu_fast_path_matches_libm_erf) {
+    tensor *x = TENSOR(40001);
+    for (int i = 0; i <= 40000; i++) x->data[i] = -12.0f + i * 6e-4f;
+    tensor *y = op_gelu(x);
+    double worst = 0, worst_rel = 0;
+    for (int i = 0; i <= 40000; i++) {
+        double xi = x->data[i], ref = 0.5 * xi * (1 + erf(xi / sqrt(2.0)));
+        double e = fabs(y->data[i] - ref);
+        if (e > worst) worst = e;
+        if (fabs(xi) < 3 && e / (fabs(ref) + 1e-3) > worst_rel) worst_rel = e / (fabs(ref) + 1e-3);
+    }
+    EXPECT(worst < 1e-6 && worst_rel < 1e-5, "max abs error %g, relative %g", worst, worst_rel);
+}
