@@ -204,7 +204,8 @@ void binary_backward(binary_op op, float *ga, float *gb, const float *gout, cons
  * exponent bits */
 static inline float fast_expf(float x) {
     x = x < -87.0f ? -87.0f : x;
-    float k = __builtin_roundf(x * 1.44269504f);
+    /* round to nearest by the 1.5 * 2^23 trick: libm's roundf would block vectorisation */
+    float k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
     float r = x - k * 0.693145752f - k * 1.42860677e-6f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666667f + r * (0.0416666667f + r * (0.00833333333f + r * 0.00138888889f)))));
     int32_t bits = ((int32_t)k + 127) << 23;
