@@ -43,6 +43,9 @@ const char *model_registry_defaults(const char *name);
  * merged, or use model_config_load). */
 void model_config_load(config *c, const char *const *files, int n_files, const char *const *sets,
                        int n_sets);
+/* Merges one JSON text (a checkpoint's config) under the registry defaults of its model.name when
+ * it names a registered model without describing it (no model.arch): converted checkpoints. */
+void model_config_load_text(config *c, const char *json, const char *source);
 /* Number of registered model names and the i-th one. */
 int model_registry_count(void);
 const char *model_registry_name(int i);

@@ -7,6 +7,34 @@
 
 static const char *const arch_names[] = {"deit", "pvt", "pvt_v2", "swin", "cswin", NULL};
 
+/* registry defaults of model.name under c, unless the config describes its own model (model.arch) */
+static void merge_registry(config *c, const config *user) {
+    cJSON *section = cJSON_GetObjectItemCaseSensitive(user->root, "model");
+    cJSON *name = cJSON_GetObjectItemCaseSensitive(section, "name");
+    if (!name || cJSON_GetObjectItemCaseSensitive(section, "arch")) return;
+    if (!cJSON_IsString(name)) config_error("model.name", "expected a string");
+    const char *defaults = model_registry_defaults(name->valuestring);
+    if (!defaults) {
+        char valid[4096] = "";
+        for (int i = 0; i < model_registry_count(); i++)
+            snprintf(valid + strlen(valid), sizeof(valid) - strlen(valid), "%s%s", i ? ", " : "",
+                     model_registry_name(i));
+        config_error("model.name", "unknown model \"%s\" (valid: %s)", name->valuestring, valid);
+    }
+    char wrapped[8192];
+    snprintf(wrapped, sizeof(wrapped), "{\"model\": %s}", defaults);
+    config_merge_text(c, wrapped, name->valuestring);
+}
+
+void model_config_load_text(config *c, const char *json, const char *source) {
+    config user;
+    config_init(&user);
+    config_merge_text(&user, json, source);
+    merge_registry(c, &user);
+    config_free(&user);
+    config_merge_text(c, json, source);
+}
+
 void model_config_load(config *c, const char *const *files, int n_files, const char *const *sets,
                        int n_sets) {
     /* the model name may come from any layer: read it from a scratch merge of the user's layers */
@@ -14,22 +42,7 @@ void model_config_load(config *c, const char *const *files, int n_files, const c
     config_init(&user);
     for (int i = 0; i < n_files; i++) config_merge_file(&user, files[i]);
     for (int i = 0; i < n_sets; i++) config_set(&user, sets[i]);
-    cJSON *name = config_node(&user, "model.name");
-    /* a config that gives model.arch describes its own model: its name is only a label */
-    if (name && !config_has(&user, "model.arch")) {
-        if (!cJSON_IsString(name)) config_error("model.name", "expected a string");
-        const char *defaults = model_registry_defaults(name->valuestring);
-        if (!defaults) {
-            char valid[4096] = "";
-            for (int i = 0; i < model_registry_count(); i++)
-                snprintf(valid + strlen(valid), sizeof(valid) - strlen(valid), "%s%s", i ? ", " : "",
-                         model_registry_name(i));
-            config_error("model.name", "unknown model \"%s\" (valid: %s)", name->valuestring, valid);
-        }
-        char wrapped[8192];
-        snprintf(wrapped, sizeof(wrapped), "{\"model\": %s}", defaults);
-        config_merge_text(c, wrapped, name->valuestring);
-    }
+    merge_registry(c, &user);
     config_free(&user);
     for (int i = 0; i < n_files; i++) config_merge_file(c, files[i]);
     for (int i = 0; i < n_sets; i++) config_set(c, sets[i]);

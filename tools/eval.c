@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
     }
     config c;
     config_init(&c);
-    config_merge_text(&c, cfg_text, ckpt);
+    model_config_load_text(&c, cfg_text, ckpt);
     model_config mc;
     model_config_read(&mc, &c);
     model *m = model_create(&mc, 0);

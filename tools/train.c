@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         st_close(&f);
-        config_merge_text(&c, saved, o.resume);
+        model_config_load_text(&c, saved, o.resume);
         free(saved);
         for (int i = 0; i < n_sets; i++) config_set(&c, sets[i]);
     }

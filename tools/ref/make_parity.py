@@ -62,6 +62,31 @@ def main(config_dir, out_dir):
               f"loss {loss.item():.6f}")
         made += 1
     print(f"{made} fixtures")
+    convert_fixture(config_dir, out_dir)
+
+
+def convert_fixture(config_dir, out_dir):
+    """A .pth of the tiny Agent-Swin (official key names, with its index buffers) through
+    tools/convert_pth.py, plus the PyTorch logits of a fixed input for the C side to match."""
+    import subprocess
+    import tempfile
+    path = os.path.join(config_dir, "swin_agent.json")
+    with open(path) as f:
+        cfg = json.load(f)["model"]
+    torch.manual_seed(5)
+    model = Swin(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    x = torch.randn(2, cfg["img_size"], cfg["img_size"], cfg.get("in_chans", 3))
+    with torch.no_grad():
+        logits = model(x)
+    out = os.path.join(os.path.dirname(out_dir), "converted_swin_agent.safetensors")
+    with tempfile.TemporaryDirectory() as tmp:
+        pth = os.path.join(tmp, "swin_agent.pth")
+        torch.save({"model": model.state_dict(), "epoch": 3}, pth)
+        subprocess.run([sys.executable, "tools/convert_pth.py", pth, out, "--config", path], check=True)
+    st_io.save(out.replace(".safetensors", "_logits.safetensors"), {"input": x.numpy(), "logits": logits.numpy()})
 
 
 if __name__ == "__main__":
