@@ -146,3 +146,39 @@ TEST(models_macs_match_the_official_counts) {
         arena_reset(&vitc_arena);
     }
 }
+
+/* every JSON file in configs/ (the paper models, the demo) resolves and validates every section; its
+ * model either is a registered one (run at a tiny size by the registry test above) or describes its
+ * own architecture, which then builds */
+#include <dirent.h>
+
+#include "../src/train/trainer.h"
+
+TEST(models_every_config_file_resolves_and_validates) {
+    DIR *dir = opendir("configs");
+    EXPECT(dir, "no configs/ folder");
+    struct dirent *e;
+    int checked = 0;
+    while ((e = readdir(dir))) {
+        if (!strstr(e->d_name, ".json")) continue;
+        char path[512];
+        snprintf(path, sizeof(path), "configs/%s", e->d_name);
+        const char *files[1] = {path};
+        config c;
+        config_init(&c);
+        model_config_load(&c, files, 1, NULL, 0);
+        train_check_config(&c);
+        model_config mc;
+        model_config_read(&mc, &c);
+        if (!model_registry_defaults(mc.name)) {
+            param_store ps;
+            model_declare(&mc, &ps);
+            EXPECT(ps.numel > 0, "%s declares no parameters", path);
+            params_free(&ps);
+        }
+        config_free(&c);
+        checked++;
+    }
+    closedir(dir);
+    EXPECT(checked >= 61, "only %d config files", checked);
+}

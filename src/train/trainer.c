@@ -145,14 +145,26 @@ static void progress(bool quiet, bool log_step, int epoch, int epochs, int done,
     fflush(stderr);
 }
 
+/* every section of a training config, validated; unknown keys are errors */
+static void read_all(config *c, model_config *mc, augment_config *ac, train_config *t) {
+    model_config_read(mc, c);
+    augment_config_read(ac, c);
+    train_config_read(t, c, mc->name);
+    config_check_unknown(c);
+}
+
+void train_check_config(config *c) {
+    model_config mc;
+    augment_config ac;
+    train_config t;
+    read_all(c, &mc, &ac, &t);
+}
+
 int train_run(config *c, const train_options *o) {
     model_config mc;
-    model_config_read(&mc, c);
     augment_config ac;
-    augment_config_read(&ac, c);
     train_config t;
-    train_config_read(&t, c, mc.name);
-    config_check_unknown(c);
+    read_all(c, &mc, &ac, &t);
     char *resolved = config_to_json(c);
     char err[4096];
 

@@ -11,6 +11,10 @@ typedef struct train_options {
     bool quiet;
 } train_options;
 
+/* Reads and validates every section of a resolved training config (exits naming the JSON path on
+ * the first problem), without touching data or building the model. */
+void train_check_config(config *c);
+
 /* Returns the process exit code (0 success, 1 runtime/input error). */
 int train_run(config *c, const train_options *o);
 
