@@ -69,7 +69,7 @@ FMNIST := data/fashion_mnist
 # the PyTorch reference: Debian's python3-torch lives in the system python
 PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import torch' 2>/dev/null && { echo $$p; break; }; done)
 
-.PHONY: all test bench-ops deps clean check-deps demo parity
+.PHONY: all test bench-ops deps clean check-deps demo parity fuzz
 all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
@@ -133,6 +133,20 @@ parity: check-deps $(BUILD)/test_runner
 	$(PYTHON) tools/ref/make_parity.py configs/tiny tests/fixtures/parity
 	$(PYTHON) tools/ref/make_train_parity.py tests/fixtures/train_parity.safetensors
 	$(BUILD)/test_runner parity
+
+# libFuzzer runs of the checkpoint and config loaders (clang), FUZZ_SECONDS each
+FUZZ_SECONDS ?= 600
+FUZZ_FLAGS := -std=c11 -D_DEFAULT_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Isrc \
+              -I/usr/include/stb -fopenmp -pthread
+FUZZ_LIB_SRC := $(filter-out tools/%,$(LIB_SRC))
+fuzz: check-deps
+	@mkdir -p build/fuzz/corpus_checkpoint build/fuzz/corpus_config
+	cp tests/fixtures/converted_swin_agent.safetensors build/fuzz/corpus_checkpoint/
+	cp configs/*.json configs/tiny/*.json build/fuzz/corpus_config/
+	clang $(FUZZ_FLAGS) tests/fuzz/fuzz_checkpoint.c $(FUZZ_LIB_SRC) -o build/fuzz/fuzz_checkpoint $(LDLIBS) $(filter -L% -Wl%,$(LDFLAGS))
+	clang $(FUZZ_FLAGS) tests/fuzz/fuzz_config.c $(FUZZ_LIB_SRC) -o build/fuzz/fuzz_config $(LDLIBS) $(filter -L% -Wl%,$(LDFLAGS))
+	ASAN_OPTIONS=detect_leaks=0 build/fuzz/fuzz_checkpoint -max_total_time=$(FUZZ_SECONDS) -detect_leaks=0 -max_len=300000 -artifact_prefix=build/fuzz/ build/fuzz/corpus_checkpoint
+	ASAN_OPTIONS=detect_leaks=0 build/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -detect_leaks=0 -artifact_prefix=build/fuzz/ build/fuzz/corpus_config
 
 clean:
 	rm -rf build $(CLIS)
