@@ -64,21 +64,19 @@ TEST(models_state_dict_keys_equal_the_official_listings) {
     if (!checked) SKIP("the official key listings (../shared/specs/*_state_dicts) are not beside this checkout");
 }
 
-/* every registered model at a tiny size: small image, 3 classes, one block per stage */
+/* every registered model at its configured resolution, with its real depths, heads, windows and
+ * agents, and 8 channels per head (the "tiny version" of the paper model) */
 TEST(models_every_registered_model_runs_and_every_parameter_gets_a_gradient) {
     for (int i = 0; i < model_registry_count(); i++) {
         const char *name = model_registry_name(i);
         model_config mc;
         registry_config(&mc, name, NULL);
-        /* the real depths and heads, 8 channels per head, a small image */
         char extra[1024], dims[128] = "";
         for (int s = 0; s < mc.n_stages; s++)
             snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%s%d", s ? ", " : "", 8 * mc.num_heads[s]);
-        int size = mc.n_stages == 1 ? 32 : 64;
-        snprintf(extra, sizeof(extra),
-                 "{\"model\": {\"img_size\": %d, \"num_classes\": 3, \"agent_num\": 4, \"window\": 2, \"embed_dim\": [%s]%s}}",
-                 size, dims, mc.n_stages == 1 ? ", \"patch_size\": 8" : "");
+        snprintf(extra, sizeof(extra), "{\"model\": {\"num_classes\": 3, \"embed_dim\": [%s]}}", dims);
         registry_config(&mc, name, extra);
+        int size = mc.img_size;
         model *m = model_create(&mc, 1);
         if (getenv("VITC_TEST_VERBOSE")) printf("    %s\n", name);
         rng r;
@@ -121,6 +119,12 @@ TEST(models_config_errors_name_the_json_path) {
                  "model.attn: expected 1 entries (one per stage)");
     EXPECT_ERROR(registry_config(&mc, "deit_t", "{\"model\": {\"attn\": [[\"agent\"]]}}"),
                  "model.attn[0]: expected 12 names (one per block of stage 0), got 1");
+    registry_config(&mc, "swin_t", "{\"model\": {\"window\": [5, 7, 7, 7]}}");
+    EXPECT_ERROR(model_create(&mc, 0), "model.window[0]: window 5 does not divide the 56x56 map of stage 0");
+    registry_config(&mc, "cswin_t", "{\"model\": {\"split_size\": [1, 3, 7, 7]}}");
+    EXPECT_ERROR(model_create(&mc, 0), "model.split_size[1]: stripe width 3 does not divide the 28x28 map");
+    registry_config(&mc, "elfatt_swin_t", "{\"model\": {\"block_size\": [3, 2, 1, 1]}}");
+    EXPECT_ERROR(model_create(&mc, 0), "model.block_size[0]: 3 blocks per side do not tile the 56x56 grid");
     registry_config(&mc, "deit_t", "{\"model\": {\"patch_size\": 15}}");
     EXPECT_ERROR(model_create(&mc, 0), "model.patch_size: 15 does not divide img_size 224");
 }
