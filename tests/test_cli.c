@@ -220,6 +220,19 @@ TEST(cli_bad_data_and_checkpoints) {
     EXPECT(!strcmp(before, after), "the last good checkpoint was overwritten");
 }
 
+TEST(cli_ctrl_c_saves_a_resumable_checkpoint) {
+    setup();
+    char out[16384];
+    /* a run far too long to finish: SIGINT after 2 s must save last.safetensors and exit 130 */
+    int code = run(out, sizeof(out),
+                   "timeout --preserve-status -s INT 2 ./train --config %s --out %s/runs --set run.name=interrupted "
+                   "--set train.epochs=100000 --quiet",
+                   config_path(), work);
+    EXPECT(code == 130 && strstr(out, "interrupted at step"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./train --resume %s/runs/interrupted/last.safetensors --set train.epochs=1 --quiet", work);
+    EXPECT(code == 0, "resuming the interrupted run exited %d:\n%s", code, out);
+}
+
 TEST(cli_zz_cleanup) {
     if (work[0]) {
         char out[256];

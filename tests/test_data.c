@@ -55,6 +55,9 @@ TEST(dataset_folder_classes_sorted_and_errors) {
     EXPECT(!dataset_open(&d, root, err, sizeof(err)) && strstr(err, "class_d is empty"), "%s", err);
     EXPECT(!dataset_open(&d, "/nonexistent/vitc", err, sizeof(err)) && strstr(err, "/nonexistent/vitc"),
            "%s", err);
+    char split[512];
+    snprintf(split, sizeof(split), "%s/class_a", root); /* a folder of files, no class folders */
+    EXPECT(!dataset_open(&d, split, err, sizeof(err)) && strstr(err, "has no class folders"), "%s", err);
     remove_tree(root);
 }
 
