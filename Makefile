@@ -69,14 +69,14 @@ FMNIST := data/fashion_mnist
 # the PyTorch reference: Debian's python3-torch lives in the system python
 PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import torch' 2>/dev/null && { echo $$p; break; }; done)
 
-.PHONY: all test bench-ops deps clean check-deps demo parity fuzz
-all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops
+.PHONY: all test bench bench-ops deps clean check-deps demo parity fuzz
+all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops $(BUILD)/bench
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
 $(CLIS): %: $(BUILD)/%
 	cp $< $@.tmp && mv -f $@.tmp $@
 
-$(BUILD)/train $(BUILD)/eval: $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libvitc.a
+$(BUILD)/train $(BUILD)/eval $(BUILD)/bench: $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libvitc.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 check-deps:
@@ -113,6 +113,10 @@ $(BUILD)/bench_ops: $(BUILD)/tools/bench_ops.o $(BUILD)/libvitc.a
 
 test: check-deps $(CLIS) $(BUILD)/test_runner
 	$(BUILD)/test_runner $(T)
+
+# vitc vs the PyTorch reference models, same run (MODELS=a,b restricts the list)
+bench: check-deps $(BUILD)/bench
+	MODELS=$(MODELS) tools/bench.sh
 
 bench-ops: check-deps $(BUILD)/bench_ops
 	$(BUILD)/bench_ops
@@ -151,4 +155,5 @@ fuzz: check-deps
 clean:
 	rm -rf build $(CLIS)
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLIS:%=$(BUILD)/tools/%.d) $(BUILD)/tools/bench_ops.d
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLIS:%=$(BUILD)/tools/%.d) $(BUILD)/tools/bench_ops.d \
+         $(BUILD)/tools/bench.d
