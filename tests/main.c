@@ -4,6 +4,15 @@
 
 #include "test.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+void test_abandon_begin(void) { __lsan_disable(); }
+void test_abandon_end(void) { __lsan_enable(); }
+#else
+void test_abandon_begin(void) {}
+void test_abandon_end(void) {}
+#endif
+
 #define MAX_TESTS 1024
 
 typedef struct test_case {

@@ -27,6 +27,9 @@ void binary_backward(binary_op op, float *ga, float *gb, const float *gout, cons
 /* g_in (shape in, padded to 5 dims) += sum of g_out over the dims where in has size 1 */
 void broadcast_reduce(float *g_in, const float *g_out, const int *in5, const int *out5);
 
+/* dst += src: the backward of every op that passes its gradient through unchanged */
+void accumulate(float *dst, const float *src, int64_t n);
+
 void gelu_forward(float *out, const float *x, int64_t n);
 void gelu_backward(float *dx, const float *dout, const float *x, int64_t n);
 void relu_forward(float *out, const float *x, int64_t n);

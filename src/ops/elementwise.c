@@ -106,11 +106,7 @@ tensor *op_add_scalar(tensor *x, float s) {
 
 void op_add_scalar_backward(tape_node *n) {
     tensor *x = n->in[0];
-    if (!x->requires_grad) return;
-    float *gx = tensor_grad(x);
-    const float *g = n->out->grad;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < x->numel; i++) gx[i] += g[i];
+    if (x->requires_grad) accumulate(tensor_grad(x), n->out->grad, x->numel);
 }
 
 /* unary activations share one shape: forward kernel, then backward from the saved input */

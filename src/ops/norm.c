@@ -71,11 +71,7 @@ void op_softmax_backward(tape_node *n) {
     int64_t M = x->numel / N;
     float *dlogits = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
     softmax_backward(dlogits, out->grad, out->data, M, N);
-    if (x->requires_grad) {
-        float *gx = tensor_grad(x);
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < x->numel; i++) gx[i] += dlogits[i];
-    }
+    if (x->requires_grad) accumulate(tensor_grad(x), dlogits, x->numel);
     if (bias && bias->requires_grad) {
         int in5[5] = {1, 1, 1, 1, (int)bias->numel};
         int out5[5] = {1, 1, 1, (int)(x->numel / bias->numel), (int)bias->numel};

@@ -1,6 +1,7 @@
 /* Shape ops: reshape (free: shares data), permute/transpose, concat, slice/split. */
 #include "../core/check.h"
 #include "../core/tape.h"
+#include "../cpu/elementwise.h"
 #include "../cpu/shape.h"
 #include "backward.h"
 #include "op_table.h"
@@ -16,11 +17,7 @@ tensor *op_reshape(tensor *x, int ndim, const int *shape) {
 
 void op_reshape_backward(tape_node *n) {
     tensor *x = n->in[0];
-    if (!x->requires_grad) return;
-    float *gx = tensor_grad(x);
-    const float *g = n->out->grad;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < x->numel; i++) gx[i] += g[i];
+    if (x->requires_grad) accumulate(tensor_grad(x), n->out->grad, x->numel);
 }
 
 tensor *op_permute(tensor *x, const int *perm) {
