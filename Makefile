@@ -69,7 +69,7 @@ FMNIST := data/fashion_mnist
 # the PyTorch reference: Debian's python3-torch lives in the system python
 PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import torch' 2>/dev/null && { echo $$p; break; }; done)
 
-.PHONY: all test bench bench-ops deps clean check-deps demo parity fuzz
+.PHONY: all test bench bench-ops deps clean check-deps demo parity fuzz $(CLIS)
 all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops $(BUILD)/bench
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
