@@ -3,7 +3,9 @@
  * out = Q̂ (K̂ᵀ V), no scale) and block-local softmax heads (exact attention inside block_size x
  * block_size 2-D blocks, scale d^-1/2), each with a LePE (depthwise 3x3 on V: over the whole map for
  * the global heads, per block for the local ones), concatenated [global | local]. Names: one
- * "lepe" conv over all channels (Swin host), or CSwin's "attns.0.get_v" / "attns.1.get_v" halves. */
+ * "lepe" conv over all channels (Swin host), or CSwin's "attns.0.get_v" / "attns.1.get_v" halves.
+ * With a class token (DeiT; our proposal, ELFATT defines none): it is an ordinary token of the
+ * global heads, its own one-token block in the local heads (output = its value), and gets no LePE. */
 #include <math.h>
 
 #include "../../src/core/check.h"
@@ -21,7 +23,6 @@ static attn *elfatt_create(param_store *ps, const char *prefix, const attn_spec 
     elfatt_attn *a = xcalloc(1, sizeof(elfatt_attn));
     int C = s->dim, d = C / s->heads;
     CHECK(s->heads >= 2, "%s: ELFATT needs at least 2 heads (global and local), got %d", prefix, s->heads);
-    CHECK(!s->cls, "%s: ELFATT is not defined with a class token (DeiT)", prefix);
     CHECK(s->hk == s->h && s->wk == s->w, "%s: ELFATT needs keys on the query grid (sr_ratio 1)", prefix);
     a->global_heads = s->heads / 2;
     a->global_dim = a->global_heads * d;
@@ -45,10 +46,10 @@ static tensor *lepe_part(const nn_conv2d *c, tensor *x, int from, int n) {
 static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     elfatt_attn *a = (elfatt_attn *)base;
     const attn_spec *s = &base->spec;
-    int b = q->shape[0], n = q->shape[1], C = q->shape[2], H = s->heads;
-    int hg = a->global_heads, C1 = a->global_dim, C2 = C - C1, d = C / H;
+    int b = q->shape[0], n = q->shape[1], C = q->shape[2], H = s->heads, off = s->cls ? 1 : 0;
+    int hg = a->global_heads, C1 = a->global_dim, C2 = C - C1, d = C / H, np = n - off;
     int bh = s->h / s->block_size, bw = s->w / s->block_size, nb = s->block_size * s->block_size;
-    CHECK(n == s->h * s->w && bh * s->block_size == s->h && bw * s->block_size == s->w,
+    CHECK(np == s->h * s->w && bh * s->block_size == s->h && bw * s->block_size == s->w,
           "elfatt: %d tokens, %dx%d grid, %d blocks per side", n, s->h, s->w, s->block_size);
     /* global heads: softmax(Q) over features, softmax(K) over tokens (K̂ᵀ directly), linear in n */
     tensor *qg = op_softmax(attn_split_heads(op_slice(q, 2, 0, C1), hg), NULL);
@@ -56,12 +57,15 @@ static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     tensor *vg = op_slice(v, 2, 0, C1);
     tensor *ctx = op_matmul(kt, attn_split_heads(vg, hg), false, false, 1.0f); /* (b, hg, d, d) */
     tensor *global = attn_merge_heads(op_matmul(qg, ctx, false, false, 1.0f));
-    tensor *lg = lepe_part(&a->lepe, RESHAPE(vg, b, s->h, s->w, C1), 0, C1);
-    global = op_add(global, RESHAPE(lg, b, n, C1));
+    tensor *vgp = off ? op_slice(vg, 1, off, np) : vg;
+    tensor *lg = RESHAPE(lepe_part(&a->lepe, RESHAPE(vgp, b, s->h, s->w, C1), 0, C1), b, np, C1);
+    global = off ? op_concat(2, (tensor *[]){op_slice(global, 1, 0, off), op_add(op_slice(global, 1, off, np), lg)}, 1)
+                 : op_add(global, lg);
     /* local heads: exact softmax attention inside each block, LePE zero-padded at block borders */
     tensor *blk[3];
     for (int i = 0; i < 3; i++) {
         tensor *t = op_slice(i == 0 ? q : i == 1 ? k : v, 2, C1, C2);
+        if (off) t = op_slice(t, 1, off, np);
         blk[i] = op_window_partition(RESHAPE(t, b, s->h, s->w, C2), bh, bw);
     }
     int hl = H - hg;
@@ -71,7 +75,9 @@ static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     const nn_conv2d *lc = a->split_lepe ? &a->lepe_local : &a->lepe;
     tensor *ll = lepe_part(lc, RESHAPE(blk[2], b * nb, bh, bw, C2), C1, C2);
     local = op_add(local, RESHAPE(ll, b * nb, bh * bw, C2));
-    local = RESHAPE(op_window_reverse(local, s->h, s->w, bh, bw), b, n, C2);
+    local = RESHAPE(op_window_reverse(local, s->h, s->w, bh, bw), b, np, C2);
+    if (off) /* the class token alone in its block: its output is its own value */
+        local = op_concat(2, (tensor *[]){op_slice(op_slice(v, 2, C1, C2), 1, 0, 1), local}, 1);
     return op_concat(2, (tensor *[]){global, local}, 2);
 }
 

@@ -168,8 +168,8 @@ class ElfattCore:
     features, of K over tokens, no scale) and block-local softmax heads (bs x bs blocks per side,
     scale d^-1/2), each + LePE on V (whole map / per block), concatenated [global | local]."""
 
-    def __init__(self, owner, dim, heads, h, w, blocks, cswin_names=False):
-        self.owner, self.heads, self.h, self.w, self.bs = owner, heads, h, w, blocks
+    def __init__(self, owner, dim, heads, h, w, blocks, cswin_names=False, cls=False):
+        self.owner, self.heads, self.h, self.w, self.bs, self.cls = owner, heads, h, w, blocks, cls
         self.hg = heads // 2
         self.c1 = self.hg * (dim // heads)
         self.cswin = cswin_names
@@ -188,14 +188,21 @@ class ElfattCore:
         return F.conv2d(x, o.lepe.weight[start:start + c], o.lepe.bias[start:start + c], padding=1, groups=c)
 
     def __call__(self, q, k, v):
+        """With a class token (our proposal for DeiT): an ordinary token of the global heads, its own
+        one-token block in the local heads, no LePE."""
         b, n, C = q.shape
         h, w, c1, hg = self.h, self.w, self.c1, self.hg
         hl, c2, d = self.heads - hg, C - c1, C // self.heads
+        off = 1 if self.cls else 0
         qg = split_heads(q[..., :c1], hg).softmax(dim=-1)
         kg = split_heads(k[..., :c1], hg).softmax(dim=-2)
         vg = v[..., :c1]
         glob = merge_heads(qg @ (kg.transpose(-2, -1) @ split_heads(vg, hg)))
-        glob = glob + self._lepe(vg.transpose(1, 2).reshape(b, c1, h, w), 0).flatten(2).transpose(1, 2)
+        lepe = self._lepe(vg[:, off:].transpose(1, 2).reshape(b, c1, h, w), 0).flatten(2).transpose(1, 2)
+        glob = torch.cat([glob[:, :off], glob[:, off:] + lepe], dim=1)
+        cls_local = v[:, :off, c1:]
+        q, k, v = q[:, off:], k[:, off:], v[:, off:]
+        n = n - off
         bh, bw, nb = h // self.bs, w // self.bs, self.bs * self.bs
 
         def blockify(t):
@@ -207,4 +214,4 @@ class ElfattCore:
         loc = merge_heads(attn.softmax(dim=-1) @ split_heads(vl, hl))
         loc = loc + self._lepe(vl.transpose(1, 2).reshape(b * nb, c2, bh, bw), c1).flatten(2).transpose(1, 2)
         loc = loc.reshape(b, self.bs, self.bs, bh, bw, c2).permute(0, 1, 3, 2, 4, 5).reshape(b, n, c2)
-        return torch.cat([glob, loc], dim=-1)
+        return torch.cat([glob, torch.cat([cls_local, loc], dim=1)], dim=-1)

@@ -3,7 +3,7 @@ names equal the official state_dict keys."""
 import torch
 import torch.nn as nn
 
-from attention import AgentCore, FLattenCore, SoftmaxGlobal
+from attention import AgentCore, ElfattCore, FLattenCore, SoftmaxGlobal
 from common import block_kinds, per_stage
 
 
@@ -30,6 +30,8 @@ class Attention(nn.Module):
             self.core = FLattenCore(self, dim, heads, grid, grid, cls=True,
                                     p=cfg.get("focusing_factor", 3.0), kernel=cfg.get("dwc_kernel", 5),
                                     dwc=cfg.get("dwc", True))
+        elif kind == "elfatt":
+            self.core = ElfattCore(self, dim, heads, grid, grid, per_stage(cfg, "block_size", 1)[0], cls=True)
         else:
             raise ValueError(kind)
 
