@@ -36,6 +36,14 @@ model *model_create(const model_config *cfg, uint64_t seed) {
     return m;
 }
 
+model *model_create_from_json(config *c, const char *json, const char *source, uint64_t seed) {
+    config_init(c);
+    model_config_load_text(c, json, source);
+    model_config mc;
+    model_config_read(&mc, c);
+    return model_create(&mc, seed);
+}
+
 tensor *model_forward(model *m, tensor *images, const forward_opts *o) {
     const model_config *c = &m->cfg;
     CHECK(images->ndim == 4 && images->shape[1] == c->img_size && images->shape[2] == c->img_size &&

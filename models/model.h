@@ -75,6 +75,9 @@ struct model {
 
 /* Builds the model of a resolved config; parameters are allocated and initialised from seed. */
 model *model_create(const model_config *cfg, uint64_t seed);
+/* The model a checkpoint's or fixture's config JSON describes (registry names resolved); the config
+ * is left in c (initialised here) for the caller's other sections. */
+model *model_create_from_json(config *c, const char *json, const char *source, uint64_t seed);
 tensor *model_forward(model *m, tensor *images, const forward_opts *o);
 /* Declares the parameters of cfg into ps without allocating them (counts, key lists); free ps with
  * params_free. */

@@ -12,11 +12,7 @@ TEST(converted_pytorch_checkpoint_loads_and_matches) {
     EXPECT(checkpoint_open(&f, path, &cfg_text, err, sizeof(err)), "%s", err);
     EXPECT(st_read(&ref, "tests/fixtures/converted_swin_agent_logits.safetensors", err, sizeof(err)), "%s", err);
     config c;
-    config_init(&c);
-    model_config_load_text(&c, cfg_text, path);
-    model_config mc;
-    model_config_read(&mc, &c);
-    model *m = model_create(&mc, 0);
+    model *m = model_create_from_json(&c, cfg_text, path, 0);
     EXPECT(checkpoint_restore(&f, path, m, NULL, NULL, NULL, err, sizeof(err)), "%s", err);
     const st_entry *xe = st_find(&ref, "input"), *le = st_find(&ref, "logits");
     tensor *x = TENSOR((int)xe->shape[0], (int)xe->shape[1], (int)xe->shape[2], (int)xe->shape[3]);

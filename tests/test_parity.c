@@ -37,11 +37,7 @@ static bool check_fixture(const char *path) {
         return false;
     }
     config c;
-    config_init(&c);
-    config_merge_text(&c, st_meta(&f, "config"), path);
-    model_config mc;
-    model_config_read(&mc, &c);
-    model *m = model_create(&mc, 0);
+    model *m = model_create_from_json(&c, st_meta(&f, "config"), path, 0);
     bool ok = model_load_state(m, &f, "param/", err, sizeof(err));
     if (!ok) test_fail(__FILE__, __LINE__, "%s: state does not match the reference:\n%s", path, err);
     tensor *x = tensor_from_entry(st_find(&f, "input"));

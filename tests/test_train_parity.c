@@ -37,11 +37,7 @@ TEST(training_matches_pytorch_for_20_steps) {
     st_file f;
     EXPECT(st_read(&f, path, err, sizeof(err)), "%s (run make parity)", err);
     config c;
-    config_init(&c);
-    config_merge_text(&c, st_meta(&f, "config"), path);
-    model_config mc;
-    model_config_read(&mc, &c);
-    model *m = model_create(&mc, 0);
+    model *m = model_create_from_json(&c, st_meta(&f, "config"), path, 0);
     EXPECT(model_load_state(m, &f, "init/", err, sizeof(err)), "%s", err);
     int steps = (int)meta_num(&f, "steps"), B = (int)meta_num(&f, "batch");
     lr_schedule sched = {meta_num(&f, "base_lr"), meta_num(&f, "warmup_lr"), meta_num(&f, "min_lr"),
@@ -55,7 +51,7 @@ TEST(training_matches_pytorch_for_20_steps) {
     st_to_f32(ie, images);
     st_to_f32(le, labels_f);
     st_to_f32(loss_e, ref_loss);
-    int S = mc.img_size, C = mc.in_chans;
+    int S = m->cfg.img_size, C = m->cfg.in_chans;
     double worst = 0;
     forward_opts fo = {.train = false};
     for (int step = 0; step < steps; step++) {

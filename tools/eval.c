@@ -100,11 +100,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     config c;
-    config_init(&c);
-    model_config_load_text(&c, cfg_text, ckpt);
-    model_config mc;
-    model_config_read(&mc, &c);
-    model *m = model_create(&mc, 0);
+    model *m = model_create_from_json(&c, cfg_text, ckpt, 0);
+    const model_config mc = m->cfg;
     if (!checkpoint_restore(&f, ckpt, m, NULL, NULL, NULL, err, sizeof(err)) ||
         (use_ema && !checkpoint_load_ema(&f, ckpt, m, err, sizeof(err)))) {
         fprintf(stderr, "error: --ckpt: %s\n", err);
