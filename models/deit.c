@@ -1,6 +1,7 @@
 /* DeiT (Touvron et al.) as the Agent-Attention repo builds it: conv patch embedding, class token,
  * learned position embedding, pre-norm blocks (LN eps 1e-6), class-token head. No distillation
  * token. Each block's attention is any registered core on a (1 + G*G)-token sequence. */
+#include "../src/core/arena.h"
 #include "../src/core/check.h"
 #include "../src/nn/layers.h"
 #include "model.h"
@@ -70,6 +71,7 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
     x = op_dropout(x, o->train ? (float)m->cfg.drop_rate : 0.0f, o->rng);
     for (int i = 0; i < d->depth; i++) {
         deit_block *b = &d->blocks[i];
+        arena_mark mark = arena_get_mark(&vitc_arena);
         float dp = o->train ? b->drop_path : 0.0f;
         tensor *qkv[3];
         op_split(nn_linear_forward(&b->qkv, nn_layernorm_forward(&b->norm1, x)), 2, 3,
@@ -78,6 +80,7 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
         x = op_add(x, op_drop_path(a, dp, o->rng));
         x = op_add(x, op_drop_path(nn_mlp_forward(&b->mlp, nn_layernorm_forward(&b->norm2, x)), dp,
                                    o->rng));
+        x = tensor_keep(&mark, x); /* inference: only the block's output survives it */
     }
     x = op_slice(nn_layernorm_forward(&d->norm, x), 1, 0, 1);
     return nn_linear_forward(&d->head, RESHAPE(x, B, C));

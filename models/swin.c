@@ -6,6 +6,7 @@
  * position embedding (ape is off in every official config). */
 #include <string.h>
 
+#include "../src/core/arena.h"
 #include "../src/core/check.h"
 #include "../src/nn/layers.h"
 #include "model.h"
@@ -160,7 +161,10 @@ static tensor *swin_forward(model *m, tensor *images, const forward_opts *o) {
     x = nn_layernorm_forward(&net->patch_norm, RESHAPE(x, B, x->shape[1] * x->shape[2], x->shape[3]));
     for (int s = 0; s < net->n_stages; s++) {
         const swin_stage *st = &net->stages[s];
-        for (int j = 0; j < st->depth; j++) x = swin_block_forward(&st->blocks[j], x, st->res, o);
+        for (int j = 0; j < st->depth; j++) {
+            arena_mark mark = arena_get_mark(&vitc_arena);
+            x = tensor_keep(&mark, swin_block_forward(&st->blocks[j], x, st->res, o));
+        }
         if (s + 1 < net->n_stages) x = patch_merge(st, x);
     }
     x = op_mean(nn_layernorm_forward(&net->norm, x), 1, false);

@@ -1,5 +1,6 @@
 #include "arena.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "check.h"
@@ -89,4 +90,26 @@ void arena_release(arena *a, arena_mark m) {
     }
     if (a->head) a->head->offset = m.offset;
     a->used = m.used;
+}
+
+void *arena_keep(arena *a, arena_mark m, void *data, size_t bytes) {
+    if (!m.chunk) return data;
+    char *p = data;
+    bool after_mark = false; /* in a chunk newer than the mark's, or past the mark in its chunk */
+    for (arena_chunk *c = a->head; c && !after_mark; c = c == m.chunk ? NULL : c->next) {
+        char *lo = c == m.chunk ? c->base + m.offset : c->base;
+        after_mark = p >= lo && p < c->base + c->offset;
+    }
+    if (!after_mark) {
+        arena_release(a, m);
+        return data;
+    }
+    size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    if (m.offset + need > m.chunk->size) return data; /* no room at the mark: keep everything */
+    char *dst = m.chunk->base + m.offset;
+    memmove(dst, data, bytes); /* before the release, which may free data's chunk */
+    arena_release(a, m);
+    m.chunk->offset = m.offset + need;
+    a->used = m.used + need;
+    return dst;
 }

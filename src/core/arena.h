@@ -24,6 +24,10 @@ void *arena_calloc(arena *a, size_t bytes);
 void arena_reset(arena *a);
 arena_mark arena_get_mark(const arena *a);
 void arena_release(arena *a, arena_mark m); /* frees everything allocated after the mark */
+/* Releases everything allocated after the mark except one block of `bytes` at `data`, which moves
+ * down to the mark (memmove) if it was allocated after it; returns its address. When the arena
+ * spilled into a new chunk since the mark, nothing is released. Layer-by-layer inference uses it. */
+void *arena_keep(arena *a, arena_mark m, void *data, size_t bytes);
 
 /* The activation arena all ops allocate from. */
 extern arena vitc_arena;

@@ -5,6 +5,7 @@
 
 #include "arena.h"
 #include "check.h"
+#include "tape.h"
 
 int64_t shape_numel(int ndim, const int *shape) {
     int64_t n = 1;
@@ -59,6 +60,15 @@ tensor *tensor_wrap(float *data, int ndim, const int *shape) {
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
     t->numel = shape_numel(ndim, shape);
     t->data = data;
+    return t;
+}
+
+tensor *tensor_keep(const arena_mark *m, tensor *x) {
+    if (tape_grad_enabled()) return x;
+    tensor copy = *x;
+    copy.data = arena_keep(&vitc_arena, *m, x->data, (size_t)x->numel * sizeof(float));
+    tensor *t = arena_alloc(&vitc_arena, sizeof(tensor));
+    *t = copy;
     return t;
 }
 

@@ -34,6 +34,11 @@ tensor *tensor_view(const tensor *x, int ndim, const int *shape);
 /* New arena tensor struct over caller-owned data (e.g. the loader's batch buffer). */
 tensor *tensor_wrap(float *data, int ndim, const int *shape);
 
+/* With grad mode off, frees every activation allocated since the mark except x, which is returned
+ * (moved); with grad mode on (the tape needs them all) returns x unchanged. */
+struct arena_mark;
+tensor *tensor_keep(const struct arena_mark *m, tensor *x);
+
 /* Gradient buffer of t, allocated zeroed in the arena on first use. */
 float *tensor_grad(tensor *t);
 
