@@ -37,6 +37,7 @@ bool broadcast_plan(broadcast *bc, int nda, const int *sa, int ndb, const int *s
     if (bc->na == bc->n && bc->nb == bc->n) bc->kind = BCAST_SAME;
     else if (bc->na == bc->n && b_suffix) bc->kind = BCAST_B_SUFFIX;
     else if (bc->nb == bc->n && a_suffix) bc->kind = BCAST_A_SUFFIX;
+    else if (bc->na == bc->n && b5[4] == 1 && bc->nb * bc->out[4] == bc->n) bc->kind = BCAST_B_ROWS;
     else bc->kind = BCAST_GENERAL;
     return true;
 }
@@ -75,6 +76,13 @@ void binary_forward(binary_op op, float *out, const float *a, const float *b, co
         for (int64_t r = 0; r < n / na; r++)
             for (int64_t j = 0; j < na; j++) out[r * na + j] = apply(op, a[j], b[r * na + j]);
         break;
+    case BCAST_B_ROWS: {
+        int64_t L = bc->out[4];
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < nb; r++)
+            for (int64_t j = 0; j < L; j++) out[r * L + j] = apply(op, a[r * L + j], b[r]);
+        break;
+    }
     default:
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; i++) {
@@ -157,6 +165,20 @@ void binary_backward(binary_op op, float *ga, float *gb, const float *gout, cons
     for (int d = 0; d < 5; d++) {
         a5[d] = bc->stride_a[d] || bc->out[d] == 1 ? bc->out[d] : 1;
         b5[d] = bc->stride_b[d] || bc->out[d] == 1 ? bc->out[d] : 1;
+    }
+    if (bc->kind == BCAST_B_ROWS) { /* rows own their b value: parallel over rows */
+        int64_t L = bc->out[4], rows = bc->nb;
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            double s = 0;
+            for (int64_t j = 0; j < L; j++) {
+                int64_t i = r * L + j;
+                if (ga) ga[i] += grad_a(op, gout[i], b[r]);
+                s += grad_b(op, gout[i], a[i], b[r], out[i]);
+            }
+            if (gb) gb[r] += (float)s;
+        }
+        return;
     }
     if (bc->kind == BCAST_SAME) {
         if (ga) {

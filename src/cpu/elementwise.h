@@ -12,9 +12,11 @@ typedef struct broadcast {
     int64_t stride_a[5], stride_b[5], stride_out[5];
     int64_t n;          /* output elements */
     int64_t na, nb;     /* input elements */
-    int kind;           /* BCAST_SAME, BCAST_B_SUFFIX, BCAST_A_SUFFIX or BCAST_GENERAL */
+    int kind;           /* one of the BCAST_ cases below */
 } broadcast;
-enum { BCAST_SAME, BCAST_B_SUFFIX, BCAST_A_SUFFIX, BCAST_GENERAL };
+/* same shapes; b (or a) equal to the trailing dims of the other; b one value per row of a (a's shape
+ * with the last dim 1, e.g. a division by a norm); anything else */
+enum { BCAST_SAME, BCAST_B_SUFFIX, BCAST_A_SUFFIX, BCAST_B_ROWS, BCAST_GENERAL };
 
 /* Fills bc; returns false if the shapes do not broadcast. */
 bool broadcast_plan(broadcast *bc, int nda, const int *sa, int ndb, const int *sb);
