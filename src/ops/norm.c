@@ -69,14 +69,19 @@ void op_softmax_backward(tape_node *n) {
     tensor *x = n->in[0], *bias = n->in[1], *out = n->out;
     int N = x->shape[x->ndim - 1];
     int64_t M = x->numel / N;
+    /* gradient buffers first: dlogits after the mark is scratch, released below */
+    float *gx = x->requires_grad ? tensor_grad(x) : NULL;
+    float *gbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
+    arena_mark m = arena_get_mark(&vitc_arena);
     float *dlogits = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
     softmax_backward(dlogits, out->grad, out->data, M, N);
-    if (x->requires_grad) accumulate(tensor_grad(x), dlogits, x->numel);
-    if (bias && bias->requires_grad) {
+    if (gx) accumulate(gx, dlogits, x->numel);
+    if (gbias) {
         int in5[5] = {1, 1, 1, 1, (int)bias->numel};
         int out5[5] = {1, 1, 1, (int)(x->numel / bias->numel), (int)bias->numel};
-        broadcast_reduce(tensor_grad(bias), dlogits, in5, out5);
+        broadcast_reduce(gbias, dlogits, in5, out5);
     }
+    arena_release(&vitc_arena, m);
 }
 
 tensor *op_mean(tensor *x, int dim, bool keepdim) {
