@@ -27,6 +27,15 @@ TEST(models_param_counts_equal_the_official_code) {
         EXPECT(n == official_counts[i].params, "%s: %lld parameters, official %lld",
                official_counts[i].name, (long long)n, (long long)official_counts[i].params);
     }
+    /* the native ('SSSS') CSwin skeleton with the Agent/FLatten-T depths, measured on the official
+     * code (flatten.md §6): pins the native stripe blocks apart from any efficient core */
+    model_config mc;
+    registry_config(&mc, "cswin_t", "{\"model\": {\"depths\": [2, 4, 18, 1]}}");
+    param_store ps;
+    model_declare(&mc, &ps);
+    EXPECT(ps.numel == 20393320, "native CSwin at depths 2-4-18-1: %lld parameters, official 20393320",
+           (long long)ps.numel);
+    params_free(&ps);
 }
 
 static const struct {
@@ -47,8 +56,12 @@ static const struct {
     {"flatten_pvt_v2_b0", "../shared/specs/flatten_state_dicts/flatten_pvt_v2_b0.txt"},
     {"flatten_pvt_v2_b4", "../shared/specs/flatten_state_dicts/flatten_pvt_v2_b4.txt"},
     {"agent_cswin_t", "../shared/specs/agent_attention_state_dicts/agent_cswin_t.tsv"},
+    {"agent_cswin_s", "../shared/specs/agent_attention_state_dicts/agent_cswin_s.tsv"},
+    {"agent_cswin_b", "../shared/specs/agent_attention_state_dicts/agent_cswin_b.tsv"},
     {"agent_cswin_b_384", "../shared/specs/agent_attention_state_dicts/agent_cswin_b_384.tsv"},
     {"flatten_cswin_t", "../shared/specs/flatten_state_dicts/flatten_cswin_t_224.txt"},
+    {"flatten_cswin_s", "../shared/specs/flatten_state_dicts/flatten_cswin_s_224.txt"},
+    {"flatten_cswin_b", "../shared/specs/flatten_state_dicts/flatten_cswin_b_224.txt"},
     {"flatten_cswin_b_384", "../shared/specs/flatten_state_dicts/flatten_cswin_b_384.txt"},
 };
 
