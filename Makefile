@@ -69,7 +69,7 @@ FMNIST := data/fashion_mnist
 # the PyTorch reference: Debian's python3-torch lives in the system python
 PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import torch' 2>/dev/null && { echo $$p; break; }; done)
 
-.PHONY: all test bench bench-ops deps clean check-deps demo parity fuzz $(CLIS)
+.PHONY: all test bench bench-ops deps clean check-deps demo fmnist ablations plots parity fuzz $(CLIS)
 all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops $(BUILD)/bench
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
@@ -121,15 +121,25 @@ bench: check-deps $(BUILD)/bench
 bench-ops: check-deps $(BUILD)/bench_ops
 	$(BUILD)/bench_ops
 
-# the first thing to run: prepare Fashion-MNIST, train a small Agent-DeiT, evaluate it
-demo: check-deps train eval $(BUILD)/fmnist_to_png
+# Debian's Fashion-MNIST as class folders of PNGs, and a 1000-per-class training list for the ablations
+fmnist: check-deps $(BUILD)/fmnist_to_png
 	@test -f $(FMNIST_SRC)/train-images-idx3-ubyte.gz || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq dataset-fashion-mnist >/dev/null || \
 	    { apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; }; \
-	  else echo "error: the demo needs Debian's dataset-fashion-mnist: apt-get install dataset-fashion-mnist"; exit 1; fi; }
+	  else echo "error: this needs Debian's dataset-fashion-mnist: apt-get install dataset-fashion-mnist"; exit 1; fi; }
 	@test -d $(FMNIST)/val || $(BUILD)/fmnist_to_png $(FMNIST_SRC) $(FMNIST)
+	@test -f $(FMNIST)/train_10k.txt || { label=0; for d in $(FMNIST)/train/*/; do \
+	  c=$$(basename $$d); ls $$d | sort | head -1000 | sed "s|^|train/$$c/|; s|$$| $$label|"; \
+	  label=$$((label + 1)); done > $(FMNIST)/train_10k.txt; }
+
+# the first thing to run: prepare Fashion-MNIST, train a small Agent-DeiT, evaluate it
+demo: fmnist train eval
 	./train --config configs/demo_fmnist.json --out checkpoints
 	./eval --ckpt checkpoints/demo_fmnist/last.safetensors --data $(FMNIST)/val
+
+# the study of docs/ablations.md (about an hour on 2 cores): sweeps/ and docs/ablations/*.png
+ablations: fmnist train
+	tools/ablations.sh
 
 # regenerates the committed fixtures from the PyTorch reference models in tools/ref/
 parity: check-deps $(BUILD)/test_runner

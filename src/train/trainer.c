@@ -14,6 +14,7 @@
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/tape.h"
+#include "../core/threads.h"
 #include "../data/data.h"
 #include "../ops/ops.h"
 #include "checkpoint.h"
@@ -253,13 +254,18 @@ int train_run(config *c, const train_options *o) {
                mc.name, (long long)m->ps.numel, t.train_dir, train_ds.n, train_ds.n_classes,
                steps_per_epoch, total_epochs);
 
+    fprintf(metrics,
+            "{\"type\": \"start\", \"model\": \"%s\", \"params\": %lld, \"macs\": %.0f, "
+            "\"train_images\": %d, \"threads\": %d, \"epoch\": %d}\n",
+            mc.name, (long long)m->ps.numel, model_macs(m), train_ds.n, vitc_threads(), st.epoch);
+    fflush(metrics);
     signal(SIGINT, on_sigint);
     interrupted = 0;
     int code = 0;
     for (int epoch = st.epoch; epoch < total_epochs && !code; epoch++) {
         loader_start_epoch(train_l, epoch);
         int skip = (int)(st.step * t.accum - (int64_t)epoch * steps_per_epoch * t.accum);
-        double t_epoch = now_s(), loss_sum = 0, t_log = now_s();
+        double t_epoch = now_s(), loss_sum = 0, t_log = now_s(), t_trained = 0;
         int seen = 0, skipped_files = 0, since_log = 0;
         batch b;
         for (int bi = 0; bi < steps_per_epoch * t.accum && loader_next(train_l, &b); bi++) {
@@ -329,6 +335,7 @@ int train_run(config *c, const train_options *o) {
             }
         }
         if (code) break;
+        t_trained = now_s() - t_epoch;
         if (!o->quiet && isatty(fileno(stderr))) fputc('\n', stderr);
         st.epoch = epoch + 1;
         eval_result raw = {0}, ev_ema = {0};
@@ -350,9 +357,10 @@ int train_run(config *c, const train_options *o) {
         fprintf(metrics,
                 "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g, "
                 "\"val_top1\": %.4f, \"val_top5\": %.4f, \"val_loss\": %.6g, \"ema_top1\": %.4f, "
-                "\"ema_top5\": %.4f, \"time_s\": %.2f, \"skipped_files\": %d}\n",
+                "\"ema_top5\": %.4f, \"time_s\": %.2f, \"train_img_s\": %.2f, \"skipped_files\": %d}\n",
                 st.epoch, (long long)st.step, loss_sum / (seen ? seen : 1), raw.top1, raw.top5,
-                raw.loss, ev_ema.top1, ev_ema.top5, train_s, skipped_files);
+                raw.loss, ev_ema.top1, ev_ema.top5, train_s, seen * t.batch / fmax(t_trained, 1e-9),
+                skipped_files);
         fflush(metrics);
         if (!o->quiet) {
             printf("epoch %d/%d: train loss %.4f", st.epoch, total_epochs, loss_sum / (seen ? seen : 1));
@@ -368,6 +376,9 @@ int train_run(config *c, const train_options *o) {
             code = 1;
         }
     }
+    if (!code && st.epoch == total_epochs) /* marks a finished run (tools/sweep.sh skips these) */
+        fprintf(metrics, "{\"type\": \"end\", \"epochs\": %d, \"best_top1\": %.4f, \"best_epoch\": %d}\n",
+                st.epoch, st.best_top1, st.best_epoch);
 done:
     signal(SIGINT, SIG_DFL);
     fclose(metrics);
