@@ -1,6 +1,7 @@
 /* The train and eval commands end to end on a tiny synthetic dataset: loss falls, resume continues
  * the exact trajectory, and every bad input gives its message and exit code. */
 #include <stdarg.h>
+#include <stb_image.h>
 #include <stb_image_write.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -231,6 +232,84 @@ TEST(cli_ctrl_c_saves_a_resumable_checkpoint) {
     EXPECT(code == 130 && strstr(out, "interrupted at step"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train --resume %s/runs/interrupted/last.safetensors --set train.epochs=1 --quiet", work);
     EXPECT(code == 0, "resuming the interrupted run exited %d:\n%s", code, out);
+}
+
+/* the number of lines of a file containing needle */
+static int count_lines(const char *path, const char *needle) {
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    int n = 0;
+    while (f && fgets(line, sizeof(line), f)) n += strstr(line, needle) != NULL;
+    if (f) fclose(f);
+    return n;
+}
+
+TEST(cli_sweep_runs_the_grid_resumes_and_tabulates) {
+    setup();
+    char out[16384], path[600];
+    const char *sweep = "tools/sweep.sh --config %s --out %s/sweep --grid model.attn=agent,native --seeds 1,2 "
+                        "-j 2 --set train.epochs=1 --set run.log_every=1";
+    /* first pass: every run stops after 2 of its 6 steps, unfinished */
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s --set run.stop_after_steps=2", sweep);
+    int code = run(out, sizeof(out), cmd, config_path(), work);
+    EXPECT(code == 0 && strstr(out, "4 runs: 4 run now, 0 already finished") && strstr(out, "no finished runs"),
+           "first pass exited %d:\n%s", code, out);
+    /* second pass: the four resume from their checkpoints and finish */
+    snprintf(cmd, sizeof(cmd), "%s --set run.stop_after_steps=0", sweep);
+    code = run(out, sizeof(out), cmd, config_path(), work);
+    EXPECT(code == 0 && strstr(out, "4 runs: 4 run now, 0 already finished"), "second pass exited %d:\n%s", code, out);
+    snprintf(path, sizeof(path), "%s/sweep/runs/attn=agent_seed=2/metrics.jsonl", work);
+    EXPECT(count_lines(path, "\"type\": \"step\"") == 6 && count_lines(path, "\"type\": \"end\"") == 1,
+           "%s: %d step lines, %d end lines", path, count_lines(path, "\"type\": \"step\""),
+           count_lines(path, "\"type\": \"end\""));
+    code = run(out, sizeof(out), cmd, config_path(), work);
+    EXPECT(code == 0 && strstr(out, "4 runs: 0 run now, 4 already finished"), "third pass exited %d:\n%s", code, out);
+    /* one row per attention, two seeds each; the agent model has more parameters (biases, DWC) */
+    snprintf(path, sizeof(path), "%s/sweep/results.csv", work);
+    FILE *f = fopen(path, "r");
+    char line[512], attn[2][32] = {{0}};
+    long params[2] = {0};
+    int seeds[2] = {0}, rows = 0;
+    double top1[2] = {0};
+    while (f && fgets(line, sizeof(line), f)) {
+        const char *head = "model.attn,params,macs_m,top1_mean,top1_std,seeds,img_s,wall_s";
+        if (rows == 0 && !strncmp(line, head, strlen(head))) {
+            rows++;
+            continue;
+        }
+        if (rows >= 1 && rows <= 2 &&
+            sscanf(line, "%31[^,],%ld,%*f,%lf,%*f,%d", attn[rows - 1], &params[rows - 1], &top1[rows - 1],
+                   &seeds[rows - 1]) == 4)
+            rows++;
+    }
+    if (f) fclose(f);
+    EXPECT(rows == 3, "%s: header and 2 rows expected, parsed %d", path, rows);
+    EXPECT(!strcmp(attn[0], "agent") && !strcmp(attn[1], "native") && seeds[0] == 2 && seeds[1] == 2,
+           "rows %s (%d seeds), %s (%d seeds)", attn[0], seeds[0], attn[1], seeds[1]);
+    EXPECT(params[0] > params[1] && top1[0] > 0 && top1[0] <= 100, "params %ld vs %ld, top-1 %.2f", params[0],
+           params[1], top1[0]);
+    code = run(out, sizeof(out), "tools/sweep.sh --config %s --out %s/bad --grid model.attn", config_path(), work);
+    EXPECT(code == 2 && strstr(out, "--grid model.attn: expected KEY=V1,V2"), "exit %d:\n%s", code, out);
+}
+
+TEST(cli_sweep_then_plot_writes_pngs) {
+    setup();
+    char out[16384];
+    if (run(out, sizeof(out), "command -v gnuplot") != 0) SKIP("gnuplot is not installed (apt-get install gnuplot-nox)");
+    if (run(out, sizeof(out), "test -f %s/sweep/results.csv", work) != 0) SKIP("needs the sweep of the test before");
+    int code = run(out, sizeof(out), "tools/plot.sh --sweep %s/sweep --out %s/plots/s && tools/plot.sh --run "
+                   "%s/sweep/runs/attn=agent_seed=1 --out %s/plots/a", work, work, work, work);
+    EXPECT(code == 0, "plot.sh exited %d:\n%s", code, out);
+    const char *names[] = {"s_loss", "s_acc", "s_macs", "s_speed", "a_loss", "a_acc"};
+    for (int i = 0; i < 6; i++) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s/plots/%s.png", work, names[i]);
+        int w = 0, h = 0, c = 0;
+        EXPECT(stbi_info(path, &w, &h, &c) && w == 900 && h == 560, "%s: %dx%d", path, w, h);
+    }
+    code = run(out, sizeof(out), "tools/plot.sh --run %s/nonexistent --out %s/plots/x", work, work);
+    EXPECT(code == 2 && strstr(out, "nonexistent/metrics.jsonl: no such file"), "exit %d:\n%s", code, out);
 }
 
 TEST(cli_zz_cleanup) {

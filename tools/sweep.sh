@@ -99,8 +99,8 @@ per_job=$(( threads / jobs )); [ "$per_job" -ge 1 ] || per_job=1
 run_one() { # run directory, then the --set arguments
     local dir=$1; shift
     local name; name=$(basename "$dir")
-    if [ -f "$dir/last.safetensors" ]; then # the checkpoint carries the run's config
-        "$train_bin" --resume "$dir/last.safetensors" --threads "$per_job" --quiet
+    if [ -f "$dir/last.safetensors" ]; then # the checkpoint's config, with today's --set on top
+        "$train_bin" --resume "$dir/last.safetensors" "$@" --threads "$per_job" --quiet
     else
         "$train_bin" "${config_args[@]}" "$@" --set "run.name=\"$name\"" --out "$out/runs" \
             --threads "$per_job" --quiet
