@@ -86,7 +86,7 @@ static void *cswin_build(model *m) {
                     .lepe = kind == ATTN_NATIVE || kind == ATTN_FLATTEN,
                     .elfatt_cswin_names = kind == ATTN_ELFATT,
                     .focusing_factor = (float)c->focusing_factor, .dwc_kernel = c->dwc_kernel,
-                    .block_size = c->block_size[s],
+                    .block_size = c->block_size[s], .block = k, .map_h = R, .map_w = R,
                 };
                 const char *name = kind == ATTN_ELFATT ? prefix : nn_name("%s.attns.%d", prefix, br);
                 b->branch[br] = attn_create(ps, name, &spec);

@@ -48,7 +48,7 @@ static void *deit_build(model *m) {
             .wk = G, .cls = true, .flavour = NATIVE_GLOBAL, .n_windows = 1,
             .agent_num = c->agent_num[0], .agent_bias = c->agent_bias, .dwc = c->dwc,
             .dwc_name = "dwc", .focusing_factor = (float)c->focusing_factor,
-            .dwc_kernel = c->dwc_kernel, .block_size = c->block_size[0],
+            .dwc_kernel = c->dwc_kernel, .block_size = c->block_size[0], .block = i,
         };
         b->core = attn_create(ps, nn_name("blocks.%d.attn", i), &spec);
         nn_linear_init(&b->qkv, ps, nn_name("blocks.%d.attn.qkv", i), C, 3 * C, c->qkv_bias);

@@ -89,7 +89,7 @@ static void *pvt_build(model *m) {
                 .hk = R / sr, .wk = R / sr, .flavour = NATIVE_GLOBAL, .n_windows = 1,
                 .agent_num = c->agent_num[s], .agent_bias = c->agent_bias, .dwc = c->dwc,
                 .dwc_name = "dwc", .focusing_factor = (float)c->focusing_factor,
-                .dwc_kernel = c->dwc_kernel, .block_size = c->block_size[s],
+                .dwc_kernel = c->dwc_kernel, .block_size = c->block_size[s], .block = k,
             };
             b->core = attn_create(ps, nn_name("%s.attn", prefix), &spec);
             nn_linear_init(&b->q, ps, nn_name("%s.attn.q", prefix), C, C, c->qkv_bias);

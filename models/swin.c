@@ -98,7 +98,8 @@ static void *swin_build(model *m) {
                 .flavour = NATIVE_WINDOW, .mask = b->mask, .n_windows = (R / w) * (R / w),
                 .agent_num = c->agent_num[s], .agent_bias = c->agent_bias, .dwc = c->dwc,
                 .dwc_name = "dwc", .focusing_factor = (float)c->focusing_factor,
-                .dwc_kernel = c->dwc_kernel, .block_size = c->block_size[s],
+                .dwc_kernel = c->dwc_kernel, .block_size = c->block_size[s], .block = k,
+                .map_h = R, .map_w = R, .shift = b->shift,
             };
             b->core = attn_create(ps, nn_name("%s.attn", prefix), &spec);
             nn_linear_init(&b->qkv, ps, nn_name("%s.attn.qkv", prefix), C, 3 * C, c->qkv_bias);

@@ -117,6 +117,18 @@ TEST(cli_train_loss_falls_and_eval_reports) {
     EXPECT(code == 0 && strstr(out, "(EMA)"), "eval --ema exited %d:\n%s", code, out);
     code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --image %s/val/c1/000.png", dir, work);
     EXPECT(code == 0 && strstr(out, "(class ") && strstr(out, "c1"), "eval --image:\n%s", out);
+    code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --image %s/val/c1/000.png --attn-map %s/map.png "
+               "--attn-query 3,12", dir, work, work);
+    EXPECT(code == 0 && strstr(out, "attention map of block 0 (agent), query cell (0, 3) of 4x4"), "eval --attn-map:\n%s", out);
+    char png[400];
+    snprintf(png, sizeof(png), "%s/map.png", work);
+    int w = 0, h = 0, ch = 0;
+    EXPECT(stbi_info(png, &w, &h, &ch) && w == 224 && h == 224 && ch == 3, "%s: %dx%dx%d", png, w, h, ch);
+    code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --image %s/val/c1/000.png --attn-map %s/map.png "
+               "--attn-block 1", dir, work, work);
+    EXPECT(code == 2 && strstr(out, "--attn-block 1: the model has blocks 0 to 0"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --attn-map %s/map.png", dir, work);
+    EXPECT(code == 2 && strstr(out, "need --image"), "exit %d:\n%s", code, out);
 }
 
 TEST(cli_resume_continues_the_exact_trajectory) {

@@ -1,10 +1,13 @@
 /* eval: loads a checkpoint (its config travels inside it) and reports top-1, top-5, loss and
- * throughput on a folder of class folders, or the top-5 classes of one image. */
+ * throughput on a folder of class folders, or the top-5 classes of one image and, on request, the
+ * attention map of one query token of that image. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stb_image_write.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../models/attn/attn_map.h"
 #include "../models/model.h"
 #include "core/arena.h"
 #include "core/check.h"
@@ -17,15 +20,64 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: eval --ckpt CKPT [--data DIR] [--ema] [--batch N] [--threads N]\n"
-            "       eval --ckpt CKPT --image FILE\n"
+            "       eval --ckpt CKPT --image FILE [--attn-map OUT.png [--attn-block N] [--attn-query X,Y]]\n"
             "  --ckpt CKPT   a vitc checkpoint (train's last/best.safetensors or tools/convert_pth.py output)\n"
             "  --data DIR    folder of class folders (default: the run's data.val)\n"
             "  --ema         evaluate the EMA weights stored in the checkpoint\n"
             "  --batch N     images per forward pass (default 64)\n"
-            "  --image FILE  print the top-5 classes of one image with their probabilities\n");
+            "  --image FILE  print the top-5 classes of one image with their probabilities\n"
+            "  --attn-map OUT.png  also write the attention one query token of the image pays to every\n"
+            "                key (softmax, agent, flatten, elfatt: the equivalent attention row), over the image\n"
+            "  --attn-block N  the block, counted over all stages from 0 (default: the last)\n"
+            "  --attn-query X,Y  the query's pixel in the model's input (default: the centre)\n");
 }
 
-static int predict_image(model *m, config *c, const st_file *f, const char *image) {
+/* jet colour map of t in [0, 1] */
+static float jet(float t, int channel) {
+    float v = 1.5f - fabsf(4.0f * t - (float)(3 - channel));
+    return v < 0 ? 0 : v > 1 ? 1 : v;
+}
+
+/* the image (denormalised, grey) under the attention row, bilinear over the key grid, scaled up to
+ * at least 224 pixels; the query's cell outlined in white */
+static bool write_attn_map(const char *path, const float *pixels, const model_config *mc,
+                           const augment_config *ac, const attn_probe *p) {
+    int S = mc->img_size, zoom = S >= 224 ? 1 : (223 + S) / S, W = S * zoom, C = mc->in_chans;
+    float peak = 1e-12f;
+    for (int i = 0; i < p->map_h * p->map_w; i++) peak = fmaxf(peak, p->row[i]);
+    unsigned char *rgb = xmalloc((size_t)W * W * 3);
+    for (int y = 0; y < W; y++)
+        for (int x = 0; x < W; x++) {
+            const float *px = pixels + ((size_t)(y / zoom) * S + x / zoom) * C;
+            float grey = 0;
+            for (int c = 0; c < C; c++) grey += (float)(px[c] * ac->std[c] + ac->mean[c]) / (float)C;
+            /* bilinear sample of the key grid at this pixel's centre */
+            float gy = ((float)y + 0.5f) / (float)W * (float)p->map_h - 0.5f;
+            float gx = ((float)x + 0.5f) / (float)W * (float)p->map_w - 0.5f;
+            gy = fminf(fmaxf(gy, 0), (float)p->map_h - 1), gx = fminf(fmaxf(gx, 0), (float)p->map_w - 1);
+            int y0 = (int)gy, x0 = (int)gx, y1 = y0 + (y0 + 1 < p->map_h), x1 = x0 + (x0 + 1 < p->map_w);
+            float fy = gy - (float)y0, fx = gx - (float)x0;
+            float t = (1 - fy) * ((1 - fx) * p->row[y0 * p->map_w + x0] + fx * p->row[y0 * p->map_w + x1]) +
+                      fy * ((1 - fx) * p->row[y1 * p->map_w + x0] + fx * p->row[y1 * p->map_w + x1]);
+            t = fmaxf(t, 0) / peak;
+            for (int ch = 0; ch < 3; ch++) {
+                float v = 0.4f * fminf(fmaxf(grey, 0), 1) + 0.6f * jet(t, ch);
+                rgb[((size_t)y * W + x) * 3 + ch] = (unsigned char)(255.0f * v + 0.5f);
+            }
+        }
+    /* the query's cell on the stage's map, outlined */
+    int y0 = p->query_y * W / p->query_h, y1 = (p->query_y + 1) * W / p->query_h - 1;
+    int x0 = p->query_x * W / p->query_w, x1 = (p->query_x + 1) * W / p->query_w - 1;
+    for (int y = y0; y <= y1; y++)
+        for (int x = x0; x <= x1; x++)
+            if (y == y0 || y == y1 || x == x0 || x == x1) memset(rgb + ((size_t)y * W + x) * 3, 255, 3);
+    bool ok = stbi_write_png(path, W, W, 3, rgb, W * 3) != 0;
+    free(rgb);
+    return ok;
+}
+
+static int predict_image(model *m, config *c, const st_file *f, const char *image, attn_probe *probe,
+                         const char *map_path) {
     augment_config ac;
     augment_config_read(&ac, c);
     const model_config *mc = &m->cfg;
@@ -39,7 +91,9 @@ static int predict_image(model *m, config *c, const st_file *f, const char *imag
     tape_set_grad_enabled(false);
     forward_opts fo = {.train = false};
     tensor *x = tensor_wrap(pixels, 4, (int[]){1, mc->img_size, mc->img_size, mc->in_chans});
+    attn_probe_set(probe);
     tensor *probs = op_softmax(model_forward(m, x, &fo), NULL);
+    attn_probe_set(NULL);
     cJSON *classes = st_meta(f, "classes") ? cJSON_Parse(st_meta(f, "classes")) : NULL;
     int K = mc->num_classes, shown[5];
     printf("%s:\n", image);
@@ -56,12 +110,28 @@ static int predict_image(model *m, config *c, const st_file *f, const char *imag
                cJSON_IsString(name) ? name->valuestring : "?", best);
     }
     cJSON_Delete(classes);
+    int code = 0;
+    if (probe) {
+        if (!write_attn_map(map_path, pixels, mc, &ac, probe)) {
+            fprintf(stderr, "error: --attn-map: cannot write %s\n", map_path);
+            code = 1;
+        } else {
+            int best = 0;
+            for (int i = 1; i < probe->map_h * probe->map_w; i++) best = probe->row[i] > probe->row[best] ? i : best;
+            printf("attention map of block %d (%s), query cell (%d, %d) of %dx%d: strongest key (%d, %d) "
+                   "%.3f; wrote %s\n", probe->block, attn_names[probe->kind], probe->query_x, probe->query_y,
+                   probe->query_w, probe->query_h, best % probe->map_w, best / probe->map_w, probe->row[best],
+                   map_path);
+            if (!strcmp(mc->arch, "deit")) printf("  class token: %.3f\n", probe->cls_weight);
+        }
+    }
     free(pixels);
-    return 0;
+    return code;
 }
 
 int main(int argc, char **argv) {
-    const char *ckpt = NULL, *data = NULL, *image = NULL;
+    const char *ckpt = NULL, *data = NULL, *image = NULL, *map_path = NULL, *query = NULL;
+    int map_block = -1;
     bool use_ema = false;
     int batch_size = 64, threads = 0;
     for (int i = 1; i < argc; i++) {
@@ -73,6 +143,17 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--ckpt") && has_value) ckpt = argv[++i];
         else if (!strcmp(a, "--data") && has_value) data = argv[++i];
         else if (!strcmp(a, "--image") && has_value) image = argv[++i];
+        else if (!strcmp(a, "--attn-map") && has_value) map_path = argv[++i];
+        else if (!strcmp(a, "--attn-query") && has_value) query = argv[++i];
+        else if (!strcmp(a, "--attn-block") && has_value) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || end == argv[i] || v < 0 || v > 100000) {
+                fprintf(stderr, "error: --attn-block %s: expected a block index >= 0\n", argv[i]);
+                return 2;
+            }
+            map_block = (int)v;
+        }
         else if (!strcmp(a, "--ema")) use_ema = true;
         else if ((!strcmp(a, "--batch") || !strcmp(a, "--threads")) && has_value) {
             int v = atoi(argv[++i]);
@@ -92,6 +173,22 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if ((map_path || query || map_block >= 0) && !image) {
+        fprintf(stderr, "error: --attn-map, --attn-block and --attn-query need --image\n");
+        return 2;
+    }
+    if ((query || map_block >= 0) && !map_path) {
+        fprintf(stderr, "error: --attn-block and --attn-query need --attn-map OUT.png\n");
+        return 2;
+    }
+    int qx = -1, qy = -1;
+    if (query) {
+        char tail;
+        if (sscanf(query, "%d,%d%c", &qx, &qy, &tail) != 2 || qx < 0 || qy < 0) {
+            fprintf(stderr, "error: --attn-query %s: expected X,Y (pixels of the model's input)\n", query);
+            return 2;
+        }
+    }
     vitc_set_threads(threads);
     char err[8192], *cfg_text = NULL;
     st_file f;
@@ -108,8 +205,26 @@ int main(int argc, char **argv) {
         return 1;
     }
     int code = 0;
+    attn_probe probe = {0}, *pp = NULL;
+    if (map_path) {
+        int blocks = 0, S = mc.img_size;
+        for (int s = 0; s < mc.n_stages; s++) blocks += mc.depths[s];
+        if (map_block >= blocks) {
+            fprintf(stderr, "error: --attn-block %d: the model has blocks 0 to %d\n", map_block, blocks - 1);
+            return 2;
+        }
+        if (qx >= S || qy >= S) {
+            fprintf(stderr, "error: --attn-query %s: outside the %dx%d input\n", query, S, S);
+            return 2;
+        }
+        probe.block = map_block >= 0 ? map_block : blocks - 1;
+        probe.qx = ((float)(qx >= 0 ? qx : S / 2) + 0.5f) / (float)S;
+        probe.qy = ((float)(qy >= 0 ? qy : S / 2) + 0.5f) / (float)S;
+        pp = &probe;
+    }
     if (image) {
-        code = predict_image(m, &c, &f, image);
+        code = predict_image(m, &c, &f, image, pp, map_path);
+        attn_probe_free(&probe);
     } else {
         if (!data) data = config_str(&c, "data.val", "", NULL);
         if (!data[0]) {

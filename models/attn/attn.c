@@ -1,5 +1,6 @@
 /* The attention registry and the helpers shared by the cores. */
 #include "attn.h"
+#include "attn_map.h"
 
 #include <stdio.h>
 
@@ -37,6 +38,7 @@ attn *attn_create(param_store *ps, const char *prefix, const attn_spec *spec) {
 }
 
 tensor *attn_forward(attn *a, tensor *q, tensor *k, tensor *v) {
+    if (attn_probe_active()) attn_probe_record(a, q, k, v);
     tensor *out = a->impl->forward(a, q, k, v);
     if (!a->spec.lepe) return out;
     int b = v->shape[0], n = v->shape[1], C = v->shape[2];

@@ -33,6 +33,10 @@ typedef struct attn_spec {
     int block_size;         /* ATTN_ELFATT: blocks per side */
     bool lepe;              /* CSwin: + get_v(v), a depthwise 3x3 conv of V over the window */
     bool elfatt_cswin_names; /* ATTN_ELFATT in CSwin: LePE halves named attns.0/1.get_v */
+    /* Where the sequences lie, for attention maps (attn_map.h): the block's index in the network,
+     * and the stage's map, which the h x w windows tile row-major after a roll by -shift
+     * (map_h = map_w = 0: the map is one h x w sequence). */
+    int block, map_h, map_w, shift;
 } attn_spec;
 
 typedef struct attn attn;

@@ -5,7 +5,8 @@
  * the global heads, per block for the local ones), concatenated [global | local]. Names: one
  * "lepe" conv over all channels (Swin host), or CSwin's "attns.0.get_v" / "attns.1.get_v" halves.
  * With a class token (DeiT; our proposal, ELFATT defines none): it is an ordinary token of the
- * global heads, its own one-token block in the local heads (output = its value), and gets no LePE. */
+ * global heads, its own one-token block in the local heads (output = its value), and gets no LePE.
+ * model.dwc false drops the LePE (an ablation). */
 #include <math.h>
 
 #include "../../src/core/check.h"
@@ -27,8 +28,10 @@ static attn *elfatt_create(param_store *ps, const char *prefix, const attn_spec 
     a->global_heads = s->heads / 2;
     a->global_dim = a->global_heads * d;
     a->split_lepe = s->elfatt_cswin_names;
-    if (a->split_lepe) {
+    if (a->split_lepe)
         CHECK(2 * a->global_dim == C, "%s: CSwin-hosted ELFATT needs an even head count, got %d", prefix, s->heads);
+    if (!s->dwc) return &a->base; /* the LePE ablation: model.dwc false */
+    if (a->split_lepe) {
         nn_conv2d_init(&a->lepe, ps, nn_name("%s.attns.0.get_v", prefix), C / 2, C / 2, 3, 1, 1, C / 2, true);
         nn_conv2d_init(&a->lepe_local, ps, nn_name("%s.attns.1.get_v", prefix), C / 2, C / 2, 3, 1, 1, C / 2, true);
     } else {
@@ -57,10 +60,12 @@ static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     tensor *vg = op_slice(v, 2, 0, C1);
     tensor *ctx = op_matmul(kt, attn_split_heads(vg, hg), false, false, 1.0f); /* (b, hg, d, d) */
     tensor *global = attn_merge_heads(op_matmul(qg, ctx, false, false, 1.0f));
-    tensor *vgp = off ? op_slice(vg, 1, off, np) : vg;
-    tensor *lg = RESHAPE(lepe_part(&a->lepe, RESHAPE(vgp, b, s->h, s->w, C1), 0, C1), b, np, C1);
-    global = off ? op_concat(2, (tensor *[]){op_slice(global, 1, 0, off), op_add(op_slice(global, 1, off, np), lg)}, 1)
-                 : op_add(global, lg);
+    if (s->dwc) {
+        tensor *vgp = off ? op_slice(vg, 1, off, np) : vg;
+        tensor *lg = RESHAPE(lepe_part(&a->lepe, RESHAPE(vgp, b, s->h, s->w, C1), 0, C1), b, np, C1);
+        global = off ? op_concat(2, (tensor *[]){op_slice(global, 1, 0, off), op_add(op_slice(global, 1, off, np), lg)}, 1)
+                     : op_add(global, lg);
+    }
     /* local heads: exact softmax attention inside each block, LePE zero-padded at block borders */
     tensor *blk[3];
     for (int i = 0; i < 3; i++) {
@@ -72,9 +77,11 @@ static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     tensor *logits = op_matmul(attn_split_heads(blk[0], hl), attn_split_heads(blk[1], hl), false, true,
                                1.0f / sqrtf((float)d));
     tensor *local = attn_merge_heads(op_matmul(op_softmax(logits, NULL), attn_split_heads(blk[2], hl), false, false, 1.0f));
-    const nn_conv2d *lc = a->split_lepe ? &a->lepe_local : &a->lepe;
-    tensor *ll = lepe_part(lc, RESHAPE(blk[2], b * nb, bh, bw, C2), C1, C2);
-    local = op_add(local, RESHAPE(ll, b * nb, bh * bw, C2));
+    if (s->dwc) {
+        const nn_conv2d *lc = a->split_lepe ? &a->lepe_local : &a->lepe;
+        tensor *ll = lepe_part(lc, RESHAPE(blk[2], b * nb, bh, bw, C2), C1, C2);
+        local = op_add(local, RESHAPE(ll, b * nb, bh * bw, C2));
+    }
     local = RESHAPE(op_window_reverse(local, s->h, s->w, bh, bw), b, np, C2);
     if (off) /* the class token alone in its block: its output is its own value */
         local = op_concat(2, (tensor *[]){op_slice(op_slice(v, 2, C1, C2), 1, 0, 1), local}, 1);
