@@ -69,7 +69,7 @@ FMNIST := data/fashion_mnist
 # the PyTorch reference: Debian's python3-torch lives in the system python
 PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import torch' 2>/dev/null && { echo $$p; break; }; done)
 
-.PHONY: all test bench bench-ops deps clean check-deps demo fmnist ablations plots parity fuzz $(CLIS)
+.PHONY: all test bench bench-ops deps clean check-deps demo fmnist ablations plots plot-deps parity fuzz $(CLIS)
 all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops $(BUILD)/bench
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
@@ -137,9 +137,22 @@ demo: fmnist train eval
 	./train --config configs/demo_fmnist.json --out checkpoints
 	./eval --ckpt checkpoints/demo_fmnist/last.safetensors --data $(FMNIST)/val
 
-# the study of docs/ablations.md (about an hour on 2 cores): sweeps/ and docs/ablations/*.png
-ablations: fmnist train
+# the study of docs/ablations.md (about an hour on 2 cores): sweeps/, docs/ablations/*.png and the
+# tables of docs/ablations.md
+ablations: fmnist train eval plot-deps
 	tools/ablations.sh
+
+# gnuplot, for tools/plot.sh: installed when missing (as root)
+plot-deps:
+	@command -v gnuplot >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq gnuplot-nox >/dev/null || \
+	    { apt-get update -qq && apt-get install -y -qq gnuplot-nox; }; \
+	  else echo "error: the plots need gnuplot: apt-get install gnuplot-nox"; exit 1; fi; }
+
+# loss and accuracy curves of the demo run (trained first if it is not there): plots/demo_*.png
+plots: plot-deps
+	@test -f checkpoints/demo_fmnist/metrics.jsonl || $(MAKE) demo
+	tools/plot.sh --run checkpoints/demo_fmnist --out plots/demo
 
 # regenerates the committed fixtures from the PyTorch reference models in tools/ref/
 parity: check-deps $(BUILD)/test_runner

@@ -324,6 +324,20 @@ TEST(cli_sweep_then_plot_writes_pngs) {
     EXPECT(code == 2 && strstr(out, "nonexistent/metrics.jsonl: no such file"), "exit %d:\n%s", code, out);
 }
 
+TEST(cli_sweep_table_refreshes_a_document) {
+    setup();
+    char out[16384];
+    if (run(out, sizeof(out), "test -f %s/sweep/results.md", work) != 0) SKIP("needs the sweep of the test before");
+    int code = run(out, sizeof(out), "printf 'intro\\n<!-- results %s/sweep -->\\nstale row\\n<!-- /results -->\\n"
+                   "outro\\n' > %s/doc.md && tools/doc_tables.sh %s/doc.md && cat %s/doc.md", work, work, work, work);
+    EXPECT(code == 0, "doc_tables.sh exited %d:\n%s", code, out);
+    EXPECT(!strstr(out, "stale row") && strstr(out, "intro\n<!-- results ") && strstr(out, "| agent |") &&
+               strstr(out, "| native |") && strstr(out, "<!-- /results -->\noutro\n"), "document:\n%s", out);
+    code = run(out, sizeof(out), "printf '<!-- results %s/none -->\\n<!-- /results -->\\n' > %s/bad.md && "
+               "tools/doc_tables.sh %s/bad.md", work, work, work);
+    EXPECT(code == 2 && strstr(out, "none/results.md: no such table"), "exit %d:\n%s", code, out);
+}
+
 TEST(cli_zz_cleanup) {
     if (work[0]) {
         char out[256];
