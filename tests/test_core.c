@@ -1,4 +1,6 @@
 /* Core: arena, tape bookkeeping, op table, rng, error checks. */
+#include <math.h>
+
 #include "../src/ops/op_table.h"
 #include "../src/ops/ops.h"
 #include "test.h"
@@ -37,6 +39,55 @@ TEST(arena_mark_release_restores_usage) {
     float *p = arena_alloc(&a, 64);
     EXPECT(((uintptr_t)p & 63) == 0, "arena pointer %p not 64-byte aligned", (void *)p);
     arena_free(&a);
+}
+
+TEST(arena_spare_blocks_are_reused_zeroed_best_fit_and_dropped_past_a_mark) {
+    arena a;
+    arena_init(&a, 1 << 16);
+    float *big = arena_alloc(&a, 4096), *small = arena_alloc(&a, 1024);
+    big[0] = small[0] = 7;
+    arena_give_back(&a, big, 4096);
+    arena_give_back(&a, small, 1024);
+    float *p = arena_calloc_spare(&a, 1000);
+    EXPECT(p == small && p[0] == 0, "asked 1000 bytes: got %p (small %p, big %p), first value %g", (void *)p,
+           (void *)small, (void *)big, p == small ? p[0] : -1);
+    size_t used = a.used;
+    EXPECT(arena_calloc_spare(&a, 4000) == big && a.used == used, "the big block was not reused");
+    EXPECT(arena_calloc_spare(&a, 64) != big && a.used > used, "no spare left, yet nothing allocated");
+    arena_mark m = arena_get_mark(&a);
+    float *late = arena_alloc(&a, 256);
+    arena_give_back(&a, late, 256);
+    arena_give_back(&a, big, 4096);
+    arena_release(&a, m);
+    EXPECT(a.n_spare == 1 && a.spare[0].data == big, "%d spare blocks after the release (the one past the "
+           "mark must go)", a.n_spare);
+    arena_free(&a);
+}
+
+TEST(backward_reuses_consumed_gradients) {
+    /* a chain of 16 ops: without reuse the reverse pass would hold 16 gradients of x's size */
+    rng r;
+    rng_seed(&r, 3, RNG_TEST);
+    tensor *x = RANDN(&r, 64, 1024);
+    x->requires_grad = true;
+    tensor *y = x;
+    for (int i = 0; i < 16; i++) y = op_gelu(y);
+    tensor *loss = op_mean(RESHAPE(y, (int)y->numel), 0, false);
+    size_t bytes = sizeof(float) * (size_t)x->numel, before = vitc_arena.used;
+    tape_backward(loss);
+    size_t grew = vitc_arena.used - before;
+    EXPECT(grew <= 4 * bytes, "the reverse pass took %zu bytes, %.1f gradients of x's size", grew,
+           (double)grew / (double)bytes);
+    /* and the gradient is still right: d mean / d x[j] = (gelu^16)'(x[j]) / numel, by central differences */
+    for (int j = 0; j < 3; j++) {
+        double h = 1e-4, up = x->data[j] + h, down = x->data[j] - h;
+        for (int i = 0; i < 16; i++) {
+            up = 0.5 * up * (1 + erf(up / sqrt(2.0)));
+            down = 0.5 * down * (1 + erf(down / sqrt(2.0)));
+        }
+        double want = (up - down) / (2 * h) / (double)x->numel;
+        EXPECT(fabs(x->grad[j] - want) <= 1e-3 * fabs(want) + 1e-9, "dx[%d] = %g, want %g", j, x->grad[j], want);
+    }
 }
 
 TEST(rng_streams_are_reproducible_and_independent) {

@@ -13,7 +13,7 @@ struct arena_chunk {
     char *base;
 };
 
-arena vitc_arena = {NULL, 0, 0, 64u << 20};
+arena vitc_arena = {.chunk_bytes = 64u << 20};
 
 static arena_chunk *chunk_new(size_t size) {
     arena_chunk *c = xmalloc(sizeof(arena_chunk));
@@ -30,6 +30,7 @@ void arena_init(arena *a, size_t chunk_bytes) {
     a->head = NULL;
     a->used = a->peak = 0;
     a->chunk_bytes = chunk_bytes;
+    a->n_spare = 0;
 }
 
 void arena_free(arena *a) {
@@ -40,6 +41,7 @@ void arena_free(arena *a) {
     }
     a->head = NULL;
     a->used = 0;
+    a->n_spare = 0;
 }
 
 void *arena_alloc(arena *a, size_t bytes) {
@@ -65,7 +67,23 @@ void *arena_calloc(arena *a, size_t bytes) {
     return p;
 }
 
+void arena_give_back(arena *a, void *data, size_t bytes) {
+    if (a->n_spare < ARENA_SPARE_SLOTS) a->spare[a->n_spare++] = (arena_block){data, bytes};
+}
+
+void *arena_calloc_spare(arena *a, size_t bytes) {
+    int best = -1;
+    for (int i = 0; i < a->n_spare; i++)
+        if (a->spare[i].bytes >= bytes && (best < 0 || a->spare[i].bytes < a->spare[best].bytes)) best = i;
+    if (best < 0) return arena_calloc(a, bytes);
+    void *p = a->spare[best].data;
+    a->spare[best] = a->spare[--a->n_spare];
+    memset(p, 0, bytes);
+    return p;
+}
+
 void arena_reset(arena *a) {
+    a->n_spare = 0;
     if (a->head && a->head->next) {
         /* the step spilled over several chunks: replace them by one block that fits the peak */
         size_t size = a->peak > a->chunk_bytes ? a->peak : a->chunk_bytes;
@@ -81,7 +99,19 @@ arena_mark arena_get_mark(const arena *a) {
     return m;
 }
 
+/* whether p lies in a chunk newer than the mark's, or past the mark in its chunk */
+static bool after_mark(const arena *a, arena_mark m, const char *p) {
+    for (arena_chunk *c = a->head; c; c = c == m.chunk ? NULL : c->next) {
+        const char *lo = c == m.chunk ? c->base + m.offset : c->base;
+        if (p >= lo && p < c->base + c->offset) return true;
+    }
+    return false;
+}
+
 void arena_release(arena *a, arena_mark m) {
+    for (int i = 0; i < a->n_spare;) /* spare blocks past the mark go with it */
+        if (after_mark(a, m, a->spare[i].data)) a->spare[i] = a->spare[--a->n_spare];
+        else i++;
     while (a->head && a->head != m.chunk) {
         arena_chunk *c = a->head;
         a->head = c->next;
@@ -94,13 +124,7 @@ void arena_release(arena *a, arena_mark m) {
 
 void *arena_keep(arena *a, arena_mark m, void *data, size_t bytes) {
     if (!m.chunk) return data;
-    char *p = data;
-    bool after_mark = false; /* in a chunk newer than the mark's, or past the mark in its chunk */
-    for (arena_chunk *c = a->head; c && !after_mark; c = c == m.chunk ? NULL : c->next) {
-        char *lo = c == m.chunk ? c->base + m.offset : c->base;
-        after_mark = p >= lo && p < c->base + c->offset;
-    }
-    if (!after_mark) {
+    if (!after_mark(a, m, data)) {
         arena_release(a, m);
         return data;
     }

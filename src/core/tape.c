@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../ops/op_table.h"
+#include "arena.h"
 #include "check.h"
 
 static struct {
@@ -54,6 +55,9 @@ void tape_run_backward(void) {
         tape_node *node = &tape.nodes[i];
         if (!node->out->grad) continue; /* nothing downstream of this node reached the loss */
         op_table[node->op].backward(node);
+        /* the output's gradient is complete and now consumed: its memory serves later gradients */
+        arena_give_back(&vitc_arena, node->out->grad, (size_t)node->out->numel * sizeof(float));
+        node->out->grad = NULL;
     }
 }
 

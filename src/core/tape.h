@@ -1,6 +1,7 @@
 /* Eager autograd tape. An op whose inputs need a gradient appends one node: {op id, output, inputs,
  * saved tensors, small POD arguments}. tape_backward walks the nodes in reverse and calls each op's
- * backward, which accumulates (+=) into the inputs' gradients. With grad mode off nothing is recorded. */
+ * backward, which accumulates (+=) into the inputs' gradients, then gives the output's gradient back to
+ * the arena for later gradients. With grad mode off nothing is recorded. */
 #pragma once
 #include "tensor.h"
 

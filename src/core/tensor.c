@@ -73,7 +73,7 @@ tensor *tensor_keep(const arena_mark *m, tensor *x) {
 }
 
 float *tensor_grad(tensor *t) {
-    if (!t->grad) t->grad = arena_calloc(&vitc_arena, (size_t)t->numel * sizeof(float));
+    if (!t->grad) t->grad = arena_calloc_spare(&vitc_arena, (size_t)t->numel * sizeof(float));
     return t->grad;
 }
 
