@@ -5,10 +5,11 @@
 #   tools/plot.sh --sweep DIR [--sweep DIR]... --out PREFIX
 #       the same curves for each combination of the sweep(s) (its first seed's loss, the seed mean
 #       of top-1), and PREFIX_macs.png / PREFIX_speed.png: top-1 (mean ± std over seeds) against
-#       MACs and against training img/s, one labelled point per combination (tools/sweep.sh tables)
+#       MACs and against training img/s, one labelled point per combination (tools/sweep.sh tables);
+#       with several sweeps, each label starts with its sweep directory's name
 set -euo pipefail
 
-usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "error: $*" >&2; exit 2; }
 
 runs=() sweeps=() out=
@@ -62,7 +63,9 @@ for s in "${sweeps[@]+"${sweeps[@]}"}"; do
         done
         n=$((n + 1)); curves "$n" "${files[@]}"
         label=$(printf '%s' "$combo" | sed 's/model\.//g; s/train\.//g')
-        labels+=("${label:-base}")
+        label=${label:-base}
+        [ ${#sweeps[@]} -gt 1 ] && label="$(basename "$s"): $label" # which sweep, when several share a plot
+        labels+=("$label")
     done < <(for g in "$s"/runs/*/grid.txt; do grep -v '^train\.seed=' "$g" | paste -sd' '; done | awk '!seen[$0]++')
 done
 [ "$n" -gt 0 ] || die "no runs found"
@@ -94,7 +97,7 @@ for s in "${sweeps[@]}"; do
     tools_dir=$(dirname "$0")
     [ -f "$s/results.csv" ] || "$tools_dir/sweep_table.sh" "$s" >/dev/null
 done
-awk -F, -v macs="$tmp/macs.dat" -v speed="$tmp/speed.dat" '
+awk -F, -v macs="$tmp/macs.dat" -v speed="$tmp/speed.dat" -v multi=$((${#sweeps[@]} > 1)) '
     function field(line, i,   n, parts, c, q, f, k) { # CSV with quoted fields
         n = 0; f = ""; q = 0
         for (k = 1; k <= length(line); k++) {
@@ -113,6 +116,7 @@ awk -F, -v macs="$tmp/macs.dat" -v speed="$tmp/speed.dat" '
             v = field($0, i); k = head[i]; sub(/^(model|train)\./, "", k)
             if (v != "-") label = label (label == "" ? "" : " ") k "=" v
         }
+        if (multi) { sweep = FILENAME; sub(/\/results\.csv$/, "", sweep); sub(/.*\//, "", sweep); label = sweep ": " label }
         gsub(/"/, "", label); label = "\"" label "\""
         base = nh - 7
         print field($0, base + 2), field($0, base + 3), field($0, base + 4), label > macs
