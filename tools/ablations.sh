@@ -32,7 +32,8 @@ main() {
     for s in agent_parts agent_num flatten_parts window; do tools/plot.sh --sweep "$out/$s" --out "docs/ablations/$s"; done
 
     # attention of the centre patch of one validation image in the last block, seed-1 models
-    image=$(ls -d data/fashion_mnist/val/9_ankle_boot/* | head -1)
+    local images=(data/fashion_mnist/val/9_ankle_boot/*)
+    local image=${images[0]}
     for arch in deit swin; do
         for a in native agent flatten elfatt; do
             ./eval --ckpt "$out/${arch}_attn/runs/attn=${a}_seed=1/last.safetensors" --image "$image" \
