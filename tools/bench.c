@@ -1,6 +1,8 @@
 /* bench: times one model's training step (forward + backward + AdamW) or inference at a batch size,
  * synthetic input, warm-up then the median of several runs; prints one JSON line with img/s and the
- * peak RSS. tools/bench.sh runs it next to the PyTorch reference in the same invocation. */
+ * peak RSS. tools/bench.sh runs it next to the PyTorch reference in the same invocation.
+ * bench --sgemm M,K,N times bare cblas_sgemm instead: the yardstick of the FLOP-efficiency line. */
+#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +27,30 @@ static int cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static int bench_sgemm(const char *mkn, int iters, int threads) {
+    int M, K, N;
+    if (sscanf(mkn, "%d,%d,%d", &M, &K, &N) != 3 || M < 1 || K < 1 || N < 1) {
+        fprintf(stderr, "error: --sgemm %s: expected M,K,N\n", mkn);
+        return 2;
+    }
+    vitc_set_threads(threads);
+    float *a = calloc((size_t)M * K, sizeof(float)), *b = calloc((size_t)K * N, sizeof(float));
+    float *c = calloc((size_t)M * N, sizeof(float));
+    double *t = malloc(sizeof(double) * (size_t)iters);
+    for (int it = -2; it < iters; it++) {
+        double t0 = now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+        if (it >= 0) t[it] = now() - t0;
+    }
+    qsort(t, (size_t)iters, sizeof(double), cmp);
+    printf("{\"sgemm\": \"%dx%dx%d\", \"threads\": %d, \"median_s\": %.6f, \"gflop_s\": %.2f}\n", M, K, N,
+           vitc_threads(), t[iters / 2], 2.0 * M * K * N / t[iters / 2] / 1e9);
+    free(a), free(b), free(c), free(t);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *name = NULL, *mode = "train";
+    const char *name = NULL, *mode = "train", *sgemm = NULL;
     bool print_model = false;
     int batch = 16, iters = 5, img = 0, threads = 0;
     for (int i = 1; i < argc; i += 2) {
@@ -45,13 +69,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--img")) img = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--sgemm")) sgemm = argv[i + 1];
         else {
             fprintf(stderr, "error: unknown argument %s\n", argv[i]);
             return 2;
         }
     }
+    if (sgemm) return bench_sgemm(sgemm, iters, threads);
     if (!name || batch < 1 || iters < 1 || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
-        fprintf(stderr, "usage: bench --model NAME [--mode train|infer] [--batch N] [--iters K] [--img S] [--threads N]\n");
+        fprintf(stderr, "usage: bench --model NAME [--mode train|infer] [--batch N] [--iters K] [--img S] [--threads N]\n"
+                        "       bench --sgemm M,K,N [--iters K] [--threads N]\n");
         return 2;
     }
     vitc_set_threads(threads);

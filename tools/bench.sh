@@ -3,11 +3,16 @@
 # threads, fp32, synthetic input at each model's resolution: training step img/s at batch 16,
 # inference img/s at batch 1 and 32, peak RSS; ratios per model and their geometric mean, written to
 # bench/results.json. MODELS=a,b restricts the list; THREADS (default 2), ITERS (default 5).
+# Then the FLOP efficiency of deit_t's training step against bare cblas_sgemm (when deit_t is in the
+# list), and inference time per image of deit_t, agent_deit_t, flatten_deit_t from 224 to 896 pixels
+# against the token ratio (SCALING=0 skips it), written to bench/scaling.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODELS=${MODELS:-deit_t,agent_deit_t,swin_t,agent_swin_t,flatten_swin_t,agent_pvt_t,agent_cswin_t,elfatt_cswin_t}
 THREADS=${THREADS:-2}
 ITERS=${ITERS:-5}
+SCALING=${SCALING:-1}
+deit_train=
 PYTHON=${PYTHON:-$(for p in python3 /usr/bin/python3; do $p -c 'import torch' 2>/dev/null && { echo $p; break; }; done)}
 [ -n "$PYTHON" ] || { echo "error: make bench needs PyTorch (apt-get install python3-torch)"; exit 1; }
 export OMP_NUM_THREADS=$THREADS
@@ -21,6 +26,7 @@ for model in ${MODELS//,/ }; do
   for spec in train:16 infer:1 infer:32; do
     mode=${spec%%:*}; batch=${spec##*:}
     v=$(build/release/bench --model "$model" --mode "$mode" --batch "$batch" --iters "$ITERS" --threads "$THREADS")
+    [ "$model:$mode" = deit_t:train ] && deit_train=$v
     t=$(cd tools/ref && $PYTHON bench_torch.py "$cfg" "$mode" "$batch" "$ITERS" "$THREADS")
     row=$($PYTHON - "$v" "$t" "$model" "$mode" "$batch" "$THREADS" <<'PY'
 import json, sys
@@ -48,3 +54,44 @@ for mode in ("train_b16", "infer_b1", "infer_b32"):
         print(f"geometric mean vitc/torch {mode}: {math.exp(sum(map(math.log, r)) / len(r)):.3f}")
 print("torch", rows[0]["torch_version"] if rows else "?", "| results in", sys.argv[1])
 PY
+
+if [ -n "$deit_train" ]; then # training FLOPs: 2 per MAC, forward + twice as much backward
+  g=$(build/release/bench --sgemm 3152,192,768 --iters 20 --threads "$THREADS") # deit_t's fc1 at batch 16
+  $PYTHON - "$deit_train" "$g" <<'PY'
+import json, sys
+v, g = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+step = 2 * 3 * v["gmacs"] * v["img_s"]
+print(f"deit_t training step: {step:.1f} GFLOP/s (6 x {v['gmacs']:.3f} GMAC x {v['img_s']:.2f} img/s) = "
+      f"{100 * step / g['gflop_s']:.0f}% of bare cblas_sgemm {g['sgemm']} at {g['gflop_s']:.1f} GFLOP/s")
+PY
+fi
+
+[ "$SCALING" = 1 ] || exit 0
+echo "inference at batch 1, ms per image (x: time / time at 224; tokens: token ratio)"
+printf "%-16s %10s %10s %10s %10s   %s\n" model 224 448 672 896 "x at 896 vs tokens x16"
+scaling=bench/scaling.json
+echo "[" > "$scaling"
+first=1
+for model in deit_t agent_deit_t flatten_deit_t; do
+  rows=()
+  for img in 224 448 672 896; do
+    rows+=("$(build/release/bench --model "$model" --mode infer --batch 1 --img "$img" --iters 3 --threads "$THREADS")")
+  done
+  line=$($PYTHON - "$model" "${rows[@]}" <<'PY'
+import json, sys
+model, rows = sys.argv[1], [json.loads(r) for r in sys.argv[2:]]
+ms = [1000 * r["median_s"] for r in rows]
+growth = ms[-1] / ms[0]
+tokens = (rows[-1]["img"] / rows[0]["img"]) ** 2
+verdict = "linear (<= 1.2 x tokens)" if growth <= 1.2 * tokens else "superlinear"
+print(json.dumps({"model": model, "img": [r["img"] for r in rows], "ms_per_image": [round(m, 2) for m in ms],
+                  "growth": round(growth, 2), "token_ratio": tokens, "verdict": verdict}))
+PY
+)
+  [ $first = 1 ] || echo "," >> "$scaling"
+  first=0
+  echo "  $line" >> "$scaling"
+  $PYTHON -c "import json,sys; r=json.loads(sys.argv[1]); m=r['ms_per_image']; print('%-16s %10.1f %10.1f %10.1f %10.1f   %.1fx vs %.0fx: %s' % (r['model'], *m, r['growth'], r['token_ratio'], r['verdict']))" "$line"
+done
+echo "]" >> "$scaling"
+
