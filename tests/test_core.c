@@ -28,6 +28,23 @@ TEST(arena_reuses_one_block_after_growth) {
     arena_free(&a);
 }
 
+TEST(arena_grows_to_the_peak_when_released_chunks_hid_it) {
+    /* layer-by-layer inference releases its spilled chunks before the reset: the next steps must
+     * still fit in one block instead of mapping and unmapping chunks at every layer */
+    arena a;
+    arena_init(&a, 1024);
+    long before = 0;
+    for (int step = 0; step < 3; step++) {
+        if (step == 1) before = vitc_heap_allocs;
+        arena_mark m = arena_get_mark(&a);
+        arena_alloc(&a, 5000);
+        arena_release(&a, m);
+        arena_reset(&a);
+    }
+    EXPECT(vitc_heap_allocs == before, "%ld heap allocations after the first step", vitc_heap_allocs - before);
+    arena_free(&a);
+}
+
 TEST(arena_mark_release_restores_usage) {
     arena a;
     arena_init(&a, 256);

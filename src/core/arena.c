@@ -84,8 +84,9 @@ void *arena_calloc_spare(arena *a, size_t bytes) {
 
 void arena_reset(arena *a) {
     a->n_spare = 0;
-    if (a->head && a->head->next) {
-        /* the step spilled over several chunks: replace them by one block that fits the peak */
+    if (a->peak && (!a->head || a->head->next || a->head->size < a->peak)) {
+        /* the step spilled over several chunks (which layer-by-layer inference may have released
+         * already): replace them by one block that fits the peak */
         size_t size = a->peak > a->chunk_bytes ? a->peak : a->chunk_bytes;
         arena_free(a);
         a->head = chunk_new(size);
