@@ -45,6 +45,22 @@ TEST(arena_grows_to_the_peak_when_released_chunks_hid_it) {
     arena_free(&a);
 }
 
+TEST(arena_keep_releases_the_rest_even_without_room_at_the_mark) {
+    arena a;
+    arena_init(&a, 1024);
+    arena_alloc(&a, 900);
+    arena_mark m = arena_get_mark(&a);
+    arena_alloc(&a, 3000); /* spills into new chunks */
+    float *data = arena_alloc(&a, 2000);
+    for (int i = 0; i < 500; i++) data[i] = (float)i;
+    float *kept = arena_keep(&a, m, data, 2000);
+    EXPECT(a.used == m.used + 2048, "used %zu after keeping 2000 bytes past a mark at %zu", a.used, m.used);
+    int wrong = 0;
+    for (int i = 0; i < 500; i++) wrong += kept[i] != (float)i;
+    EXPECT(wrong == 0, "%d of 500 kept values changed", wrong);
+    arena_free(&a);
+}
+
 TEST(arena_mark_release_restores_usage) {
     arena a;
     arena_init(&a, 256);

@@ -130,7 +130,16 @@ void *arena_keep(arena *a, arena_mark m, void *data, size_t bytes) {
         return data;
     }
     size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-    if (m.offset + need > m.chunk->size) return data; /* no room at the mark: keep everything */
+    if (m.offset + need > m.chunk->size) {
+        /* no room at the mark: park the block on the heap while the arena lets go of the rest */
+        void *parked = xmalloc(bytes);
+        memcpy(parked, data, bytes);
+        arena_release(a, m);
+        void *dst = arena_alloc(a, bytes);
+        memcpy(dst, parked, bytes);
+        free(parked);
+        return dst;
+    }
     char *dst = m.chunk->base + m.offset;
     memmove(dst, data, bytes); /* before the release, which may free data's chunk */
     arena_release(a, m);

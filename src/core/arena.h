@@ -39,8 +39,8 @@ void arena_reset(arena *a);
 arena_mark arena_get_mark(const arena *a);
 void arena_release(arena *a, arena_mark m); /* frees everything allocated after the mark */
 /* Releases everything allocated after the mark except one block of `bytes` at `data`, which moves
- * down to the mark (memmove) if it was allocated after it; returns its address. When the arena
- * spilled into a new chunk since the mark, nothing is released. Layer-by-layer inference uses it. */
+ * down to the mark (memmove) if it was allocated after it, or past it into a new chunk when the
+ * mark's chunk has no room for it; returns its address. Layer-by-layer inference uses it. */
 void *arena_keep(arena *a, arena_mark m, void *data, size_t bytes);
 
 /* The activation arena all ops allocate from. */
