@@ -6,8 +6,9 @@ set -euo pipefail
 dir=${1:?usage: tools/sweep_table.sh SWEEP_DIR}
 [ -d "$dir/runs" ] || { echo "error: $dir/runs: no such directory (not a sweep directory)" >&2; exit 2; }
 
-# one line per finished run: grid (k=v joined by tabs, seed excluded) | seed | params | macs | top1 | img/s | seconds
-rows=$(for run in "$dir"/runs/*/; do
+# one line per finished run, in natural order of the run names (agent_num=4 before 16): grid (k=v joined
+# by tabs, seed excluded) | seed | params | macs | top1 | img/s | seconds
+rows=$(printf '%s\n' "$dir"/runs/*/ | sort -V | while IFS= read -r run; do
     m="$run/metrics.jsonl"
     [ -f "$m" ] && [ -f "$run/grid.txt" ] && grep -q '"type": "end"' "$m" || continue
     awk -v grid="$run/grid.txt" '
