@@ -199,23 +199,26 @@ int main(int argc, char **argv) {
     config c;
     model *m = model_create_from_json(&c, cfg_text, ckpt, 0);
     const model_config mc = m->cfg;
+    int code = 0;
+    attn_probe probe = {0}, *pp = NULL;
     if (!checkpoint_restore(&f, ckpt, m, NULL, NULL, NULL, err, sizeof(err)) ||
         (use_ema && !checkpoint_load_ema(&f, ckpt, m, err, sizeof(err)))) {
         fprintf(stderr, "error: --ckpt: %s\n", err);
-        return 1;
+        code = 1;
+        goto done;
     }
-    int code = 0;
-    attn_probe probe = {0}, *pp = NULL;
     if (map_path) {
         int blocks = 0, S = mc.img_size;
         for (int s = 0; s < mc.n_stages; s++) blocks += mc.depths[s];
         if (map_block >= blocks) {
             fprintf(stderr, "error: --attn-block %d: the model has blocks 0 to %d\n", map_block, blocks - 1);
-            return 2;
+            code = 2;
+            goto done;
         }
         if (qx >= S || qy >= S) {
             fprintf(stderr, "error: --attn-query %s: outside the %dx%d input\n", query, S, S);
-            return 2;
+            code = 2;
+            goto done;
         }
         probe.block = map_block >= 0 ? map_block : blocks - 1;
         probe.qx = ((float)(qx >= 0 ? qx : S / 2) + 0.5f) / (float)S;
@@ -229,19 +232,23 @@ int main(int argc, char **argv) {
         if (!data) data = config_str(&c, "data.val", "", NULL);
         if (!data[0]) {
             fprintf(stderr, "error: no --data given and the checkpoint's config has no data.val\n");
-            return 2;
+            code = 2;
+            goto done;
         }
         augment_config ac;
         augment_config_read(&ac, &c);
         dataset ds;
         if (!dataset_open(&ds, data, err, sizeof(err))) {
             fprintf(stderr, "error: --data: %s\n", err);
-            return 1;
+            code = 1;
+            goto done;
         }
         if (ds.n_classes != mc.num_classes) {
             fprintf(stderr, "error: --data %s has %d classes, the model has %d\n", data, ds.n_classes,
                     mc.num_classes);
-            return 1;
+            dataset_free(&ds);
+            code = 1;
+            goto done;
         }
         loader *l = loader_create(&ds, &ac, batch_size, false, 2, 0);
         eval_result r = evaluate(m, l);
@@ -250,6 +257,7 @@ int main(int argc, char **argv) {
         loader_free(l);
         dataset_free(&ds);
     }
+done: /* errors after the model exists come here too, so that nothing leaks on the way out */
     model_free(m);
     config_free(&c);
     st_close(&f);
