@@ -129,6 +129,22 @@ TEST(cli_train_loss_falls_and_eval_reports) {
     EXPECT(code == 2 && strstr(out, "--attn-block 1: the model has blocks 0 to 0"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --attn-map %s/map.png", dir, work);
     EXPECT(code == 2 && strstr(out, "need --image"), "exit %d:\n%s", code, out);
+    const struct {
+        const char *args, *message;
+        int code;
+    } bad_maps[] = {
+        {"--attn-map %s/map.png --attn-query 3", "--attn-query 3: expected X,Y", 2},
+        {"--attn-map %s/map.png --attn-query 300,4", "--attn-query 300,4: outside the 16x16 input", 2},
+        {"--attn-map %s/map.png --attn-block -1", "--attn-block -1: expected a block index >= 0", 2},
+        {"--attn-block 0", "need --attn-map OUT.png", 2},
+        {"--attn-map %s/no_such_dir/map.png", "--attn-map: cannot write", 1},
+    };
+    for (int i = 0; i < 5; i++) {
+        char args[600];
+        snprintf(args, sizeof(args), bad_maps[i].args, work);
+        code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --image %s/val/c1/000.png %s", dir, work, args);
+        EXPECT(code == bad_maps[i].code && strstr(out, bad_maps[i].message), "%s: exit %d:\n%s", args, code, out);
+    }
 }
 
 TEST(cli_resume_continues_the_exact_trajectory) {
