@@ -75,8 +75,12 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (iters < 1) {
+        fprintf(stderr, "error: --iters %d: expected at least 1\n", iters);
+        return 2;
+    }
     if (sgemm) return bench_sgemm(sgemm, iters, threads);
-    if (!name || batch < 1 || iters < 1 || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
+    if (!name || batch < 1 || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
         fprintf(stderr, "usage: bench --model NAME [--mode train|infer] [--batch N] [--iters K] [--img S] [--threads N]\n"
                         "       bench --sgemm M,K,N [--iters K] [--threads N]\n");
         return 2;
