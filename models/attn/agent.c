@@ -75,13 +75,11 @@ static tensor *agent_forward(attn *base, tensor *q, tensor *k, tensor *v) {
           s->wk);
     tensor *grid_q = RESHAPE(off ? op_slice(q, 1, off, n - off) : q, b, s->h, s->w, C);
     tensor *agents = op_adaptive_avg_pool2d(grid_q, a->pool, a->pool);
-    tensor *ah = attn_split_heads(RESHAPE(agents, b, s->agent_num, C), H);
-    tensor *logits1 = op_matmul(ah, attn_split_heads(k, H), false, true, a->scale);
-    tensor *logits2 = op_matmul(attn_split_heads(q, H), ah, false, true, a->scale);
+    agents = RESHAPE(agents, b, s->agent_num, C);
     tensor *b1 = NULL, *b2 = NULL;
     if (s->agent_bias) agent_biases(a, &b1, &b2);
-    tensor *agent_v = op_matmul(op_softmax(logits1, b1), attn_split_heads(v, H), false, false, 1.0f);
-    tensor *out = attn_merge_heads(op_matmul(op_softmax(logits2, b2), agent_v, false, false, 1.0f));
+    tensor *agent_v = op_attention(agents, k, v, H, a->scale, b1, NULL, 1);
+    tensor *out = op_attention(q, agents, agent_v, H, a->scale, b2, NULL, 1);
     if (!s->dwc) return out;
     tensor *grid_v = RESHAPE(off ? op_slice(v, 1, off, m - off) : v, b, s->hk, s->wk, C);
     if (s->hk != s->h || s->wk != s->w) { /* PVT with spatial reduction: upsample v to the query grid */

@@ -13,7 +13,6 @@ typedef struct softmax_attn {
     float scale;
     tensor *rpb_table; /* ((2h-1)(2w-1), heads) */
     int *rpb_index;    /* (h*w)^2 */
-    tensor mask;       /* (n_windows, 1, n, n) view of spec.mask */
 } softmax_attn;
 
 static attn *softmax_create(param_store *ps, const char *prefix, const attn_spec *spec) {
@@ -26,11 +25,6 @@ static attn *softmax_create(param_store *ps, const char *prefix, const attn_spec
         params_set_init(ps, a->rpb_table, INIT_TRUNC_NORMAL, 0.02f);
         a->rpb_index = xmalloc(sizeof(int) * (size_t)n * n);
         relpos_index_swin(a->rpb_index, spec->h, spec->w);
-        if (spec->mask) {
-            a->mask = (tensor){.data = (float *)spec->mask, .ndim = 4,
-                               .shape = {spec->n_windows, 1, n, n},
-                               .numel = (int64_t)spec->n_windows * n * n};
-        }
     }
     return &a->base;
 }
@@ -38,25 +32,11 @@ static attn *softmax_create(param_store *ps, const char *prefix, const attn_spec
 static tensor *softmax_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     softmax_attn *a = (softmax_attn *)base;
     const attn_spec *s = &base->spec;
-    int b = q->shape[0], n = q->shape[1], m = k->shape[1], H = s->heads;
-    tensor *logits = op_matmul(attn_split_heads(q, H), attn_split_heads(k, H), false, true, a->scale);
-    tensor *probs;
-    if (s->flavour == NATIVE_WINDOW) {
-        CHECK(n == s->h * s->w && m == n, "window attention: %d tokens for a %dx%d window", n, s->h,
-              s->w);
-        tensor *bias = RESHAPE(op_relpos_gather(a->rpb_table, a->rpb_index, n), 1, H, n, n);
-        int nw = 1;
-        if (s->mask) {
-            nw = s->n_windows;
-            bias = op_add(bias, &a->mask); /* (nW, H, n, n) */
-        }
-        CHECK(b % nw == 0, "window attention: %d sequences for %d windows per image", b, nw);
-        probs = op_softmax(RESHAPE(logits, b / nw, nw, H, n, n), RESHAPE(bias, nw, H, n, n));
-        probs = RESHAPE(probs, b, H, n, n);
-    } else {
-        probs = op_softmax(logits, NULL);
-    }
-    return attn_merge_heads(op_matmul(probs, attn_split_heads(v, H), false, false, 1.0f));
+    int n = q->shape[1], m = k->shape[1];
+    if (s->flavour == NATIVE_GLOBAL) return op_attention(q, k, v, s->heads, a->scale, NULL, NULL, 1);
+    CHECK(n == s->h * s->w && m == n, "window attention: %d tokens for a %dx%d window", n, s->h, s->w);
+    tensor *bias = op_relpos_gather(a->rpb_table, a->rpb_index, n);
+    return op_attention(q, k, v, s->heads, a->scale, bias, s->mask, s->n_windows);
 }
 
 static void softmax_destroy(attn *base) {

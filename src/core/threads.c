@@ -20,3 +20,11 @@ int vitc_threads(void) {
     return 1;
 #endif
 }
+
+int vitc_thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}

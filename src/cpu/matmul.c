@@ -5,11 +5,16 @@
 
 #include "../core/threads.h"
 
+void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
           const float *B, float beta, float *C) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, trans_a ? M : K, B,
-                trans_b ? K : N, beta, C, N);
+    gemm_strided(trans_a, trans_b, M, N, K, alpha, A, trans_a ? M : K, B, trans_b ? K : N, beta, C,
+                 N);
 }
 
 void linear_forward(float *out, const float *x, const float *w, const float *b, int M, int K, int N) {

@@ -6,6 +6,9 @@
 /* C (M, N) = alpha * op(A) op(B) + beta * C, row-major; op(A) is (M, K), op(B) is (K, N) */
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
           const float *B, float beta, float *C);
+/* the same with explicit leading dimensions (row strides) of A, B and C */
+void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* out (M, N) = x (M, K) · w (N, K)ᵀ + b (N) (b may be NULL) */
 void linear_forward(float *out, const float *x, const float *w, const float *b, int M, int K, int N);

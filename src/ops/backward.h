@@ -34,3 +34,4 @@ void op_relpos_gather_backward(tape_node *n);
 void op_dropout_backward(tape_node *n);
 void op_drop_path_backward(tape_node *n);
 void op_cross_entropy_backward(tape_node *n);
+void op_attention_backward(tape_node *n);

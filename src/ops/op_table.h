@@ -35,6 +35,7 @@ typedef enum {
     OP_DROPOUT,
     OP_DROP_PATH,
     OP_CROSS_ENTROPY,
+    OP_ATTENTION,
     OP_COUNT
 } op_id;
 

@@ -88,6 +88,14 @@ tensor *op_dropout(tensor *x, float p, rng *r);
  * identity when p == 0 */
 tensor *op_drop_path(tensor *x, float p, rng *r);
 
+/* ---- attention.c ---- */
+/* softmax attention with the heads merged: q (b, n, heads·d), k, v (b, m, heads·d) -> (b, n, heads·d),
+ * per sequence and head softmax(scale q kᵀ + bias + mask) v. bias: (heads, n, m) elements shared by
+ * every sequence, may require a gradient, or NULL; mask: constant (windows, n, m) floats, sequence
+ * s taking window s % windows (b a multiple of windows), outliving the step, or NULL. */
+tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, tensor *bias,
+                     const float *mask, int windows);
+
 /* ---- loss.c ---- */
 /* mean over the batch of -sum_k target[b,k] log softmax(logits)[b,k]; logits, target (B, K) */
 tensor *op_cross_entropy(tensor *logits, tensor *target);

@@ -1,0 +1,66 @@
+/* Fused softmax attention: the native attention of every backbone and both softmaxes of Agent
+ * attention. Heads stay merged in the token layout and the backward keeps only the probabilities,
+ * where the unfused chain kept split copies of q, k, v, the logits and the merged output. */
+#include "../core/arena.h"
+#include "../core/check.h"
+#include "../core/tape.h"
+#include "../cpu/attention.h"
+#include "backward.h"
+#include "op_table.h"
+#include "ops.h"
+
+static attn_dims dims_of(const tensor *q, const tensor *k, int heads, float scale,
+                         const tensor *bias, const float *mask, int windows) {
+    return (attn_dims){.seqs = q->shape[0], .n = q->shape[1], .m = k->shape[1], .heads = heads,
+                       .d = q->shape[2] / heads, .scale = scale, .bias = bias ? bias->data : NULL,
+                       .mask = mask, .windows = windows};
+}
+
+tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, tensor *bias,
+                     const float *mask, int windows) {
+    CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3 && k->shape[0] == q->shape[0] &&
+              v->shape[0] == q->shape[0] && v->shape[1] == k->shape[1] &&
+              k->shape[2] == q->shape[2] && v->shape[2] == q->shape[2],
+          "attention: q %s, k %s, v %s are not (b, n, C), (b, m, C), (b, m, C)", SHAPE_STR(q),
+          SHAPE_STR(k), SHAPE_STR(v));
+    CHECK(heads > 0 && q->shape[2] % heads == 0, "attention: %d channels do not split into %d heads",
+          q->shape[2], heads);
+    int b = q->shape[0], n = q->shape[1], m = k->shape[1];
+    CHECK(!bias || bias->numel == (int64_t)heads * n * m,
+          "attention: bias %s is not (heads %d, %d, %d)", SHAPE_STR(bias), heads, n, m);
+    CHECK(!mask || (windows > 0 && b % windows == 0),
+          "attention: %d sequences are not a whole number of %d-window images", b, windows);
+    attn_dims a = dims_of(q, k, heads, scale, bias, mask, mask ? windows : 1);
+    bool record = tape_grad_enabled() && (q->requires_grad || k->requires_grad ||
+                                          v->requires_grad || (bias && bias->requires_grad));
+    tensor *out = tensor_like(q);
+    tensor *probs = record ? TENSOR(b, heads, n, m) : NULL;
+    arena_mark mark = arena_get_mark(&vitc_arena);
+    float *scratch = record ? NULL
+                            : arena_alloc(&vitc_arena, sizeof(float) * attention_scratch_floats(&a, false));
+    attention_forward(out->data, probs ? probs->data : NULL, q->data, k->data, v->data, &a, scratch);
+    if (!record) arena_release(&vitc_arena, mark);
+    op_macs += 2.0 * b * heads * n * m * a.d;
+    tape_node *node = tape_record(OP_ATTENTION, out, 4, (tensor *[]){q, k, v, bias});
+    if (node) {
+        node->saved[0] = probs;
+        node->iarg[0] = heads, node->iarg[1] = a.windows;
+        node->farg[0] = scale;
+        node->ptr = mask;
+    }
+    return out;
+}
+
+void op_attention_backward(tape_node *node) {
+    tensor *q = node->in[0], *k = node->in[1], *v = node->in[2], *bias = node->in[3];
+    attn_dims a = dims_of(q, k, node->iarg[0], node->farg[0], bias, node->ptr, node->iarg[1]);
+    /* gradient buffers first: the scratch after the mark is released below */
+    float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
+    float *dv = v->requires_grad ? tensor_grad(v) : NULL;
+    float *dbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
+    arena_mark mark = arena_get_mark(&vitc_arena);
+    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * attention_scratch_floats(&a, dbias));
+    attention_backward(dq, dk, dv, dbias, node->out->grad, node->saved[0]->data, q->data, k->data,
+                       v->data, &a, scratch);
+    arena_release(&vitc_arena, mark);
+}
