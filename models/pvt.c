@@ -137,7 +137,7 @@ static tensor *pvt_block_forward(const pvt_block *b, tensor *x, int R, bool v2, 
         int hidden = h->shape[2];
         h = RESHAPE(nn_conv2d_forward(&b->mlp_dwconv, RESHAPE(h, B, R, R, hidden)), B, R * R, hidden);
     }
-    h = nn_linear_forward(&b->fc2, op_gelu(h));
+    h = op_gelu_linear(h, b->fc2.w, b->fc2.b);
     return op_add(x, op_drop_path(h, dp, o->rng));
 }
 

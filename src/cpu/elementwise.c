@@ -254,6 +254,16 @@ void gelu_backward(float *dx, const float *dout, const float *x, int64_t n) {
     }
 }
 
+void gelu_value_and_slope(float *out, float *slope, const float *x, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float cdf, pdf;
+        normal_cdf_pdf(x[i], &cdf, &pdf);
+        out[i] = x[i] * cdf;
+        slope[i] = cdf + x[i] * pdf;
+    }
+}
+
 void accumulate(float *dst, const float *src, int64_t n) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) dst[i] += src[i];

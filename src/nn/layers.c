@@ -66,5 +66,5 @@ void nn_mlp_init(nn_mlp *m, param_store *ps, const char *name, int dim, int hidd
 }
 
 tensor *nn_mlp_forward(const nn_mlp *m, tensor *x) {
-    return nn_linear_forward(&m->fc2, op_gelu(nn_linear_forward(&m->fc1, x)));
+    return op_gelu_linear(nn_linear_forward(&m->fc1, x), m->fc2.w, m->fc2.b);
 }

@@ -35,3 +35,4 @@ void op_dropout_backward(tape_node *n);
 void op_drop_path_backward(tape_node *n);
 void op_cross_entropy_backward(tape_node *n);
 void op_attention_backward(tape_node *n);
+void op_gelu_linear_backward(tape_node *n);

@@ -34,5 +34,6 @@ const op_info op_table[OP_COUNT] = {
     [OP_DROPOUT] = {"dropout", op_dropout_backward},
     [OP_DROP_PATH] = {"drop_path", op_drop_path_backward},
     [OP_ATTENTION] = {"attention", op_attention_backward},
+    [OP_GELU_LINEAR] = {"gelu_linear", op_gelu_linear_backward},
     [OP_CROSS_ENTROPY] = {"cross_entropy", op_cross_entropy_backward},
 };

@@ -36,6 +36,7 @@ typedef enum {
     OP_DROP_PATH,
     OP_CROSS_ENTROPY,
     OP_ATTENTION,
+    OP_GELU_LINEAR,
     OP_COUNT
 } op_id;
 

@@ -14,6 +14,9 @@ extern double op_macs;
 /* ---- matmul.c ---- */
 /* x (..., in), w (out, in) as nn.Linear, b (out) or NULL -> (..., out) */
 tensor *op_linear(tensor *x, tensor *w, tensor *b);
+/* op_linear(op_gelu(h), w, b) without keeping gelu(h): the backward recomputes it from h (the MLPs'
+ * fc2, whose hidden activation is the largest tensor of a block) */
+tensor *op_gelu_linear(tensor *h, tensor *w, tensor *b);
 /* a (..., M, K) (or (..., K, M) when trans_a), b (..., K, N) (or (..., N, K) when trans_b), equal
  * leading dims -> alpha * a·b of shape (..., M, N) */
 tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha);
