@@ -77,9 +77,8 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
         op_split(nn_linear_forward(&b->qkv, nn_layernorm_forward(&b->norm1, x)), 2, 3,
                  (int[]){C, C, C}, qkv);
         tensor *a = nn_linear_forward(&b->proj, attn_forward(b->core, qkv[0], qkv[1], qkv[2]));
-        x = op_add(x, op_drop_path(a, dp, o->rng));
-        x = op_add(x, op_drop_path(nn_mlp_forward(&b->mlp, nn_layernorm_forward(&b->norm2, x)), dp,
-                                   o->rng));
+        x = op_drop_path_add(x, a, dp, o->rng);
+        x = op_drop_path_add(x, nn_mlp_forward(&b->mlp, nn_layernorm_forward(&b->norm2, x)), dp, o->rng);
         x = tensor_keep(&mark, x); /* inference: only the block's output survives it */
     }
     x = op_slice(nn_layernorm_forward(&d->norm, x), 1, 0, 1);

@@ -137,8 +137,8 @@ static tensor *swin_block_forward(const swin_block *b, tensor *x, int R, const f
     y = op_window_reverse(RESHAPE(y, B * nw, w * w, C), R, R, w, w);
     if (b->shift) y = op_roll(y, b->shift, b->shift);
     float dp = o->train ? b->drop_path : 0.0f;
-    x = op_add(x, op_drop_path(RESHAPE(y, B, R * R, C), dp, o->rng));
-    return op_add(x, op_drop_path(nn_mlp_forward(&b->mlp, nn_layernorm_forward(&b->norm2, x)), dp, o->rng));
+    x = op_drop_path_add(x, RESHAPE(y, B, R * R, C), dp, o->rng);
+    return op_drop_path_add(x, nn_mlp_forward(&b->mlp, nn_layernorm_forward(&b->norm2, x)), dp, o->rng);
 }
 
 /* 2x2 patch merging: channels ordered (even row, even col), (odd row, even col), (even row, odd

@@ -36,7 +36,7 @@ static float tiny_net_step(tiny_net *net, const tensor *images, const int *label
     tensor *parts[3];
     op_split(qkv, 2, 3, (int[]){12, 12, 12}, parts);
     tensor *att = op_softmax(op_matmul(parts[0], parts[1], false, true, 0.3f), NULL);
-    x = op_add(x, op_drop_path(op_matmul(att, parts[2], false, false, 1.0f), 0.1f, r));
+    x = op_drop_path_add(x, op_matmul(att, parts[2], false, false, 1.0f), 0.1f, r);
     tensor *m = op_gelu(op_linear(x, net->fc1_w, net->fc1_b));
     tensor *logits = op_linear(op_mean(m, 1, false), net->head_w, net->head_b);
     tensor *loss = op_cross_entropy_labels(logits, labels, 0.1f);

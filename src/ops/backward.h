@@ -32,7 +32,7 @@ void op_window_reverse_backward(tape_node *n);
 void op_roll_backward(tape_node *n);
 void op_relpos_gather_backward(tape_node *n);
 void op_dropout_backward(tape_node *n);
-void op_drop_path_backward(tape_node *n);
+void op_drop_path_add_backward(tape_node *n);
 void op_cross_entropy_backward(tape_node *n);
 void op_attention_backward(tape_node *n);
 void op_gelu_linear_backward(tape_node *n);

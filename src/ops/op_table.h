@@ -33,7 +33,7 @@ typedef enum {
     OP_ROLL,
     OP_RELPOS_GATHER,
     OP_DROPOUT,
-    OP_DROP_PATH,
+    OP_DROP_PATH_ADD,
     OP_CROSS_ENTROPY,
     OP_ATTENTION,
     OP_GELU_LINEAR,

@@ -87,9 +87,10 @@ tensor *op_relpos_gather(tensor *table, const int *index, int n);
 /* ---- regularize.c ---- */
 /* inverted dropout with keep prob 1-p; identity (returns x) when p == 0 */
 tensor *op_dropout(tensor *x, float p, rng *r);
-/* per-sample stochastic depth on x (B, ...): each sample zeroed with prob p, else scaled 1/(1-p);
- * identity when p == 0 */
-tensor *op_drop_path(tensor *x, float p, rng *r);
+/* the residual add x + drop_path(y), x and y (B, ...) of one shape: per-sample stochastic depth zeroes
+ * each sample of y with prob p, else scales it by 1/(1-p); the dropped copy of y is never kept;
+ * op_add(x, y) when p == 0 */
+tensor *op_drop_path_add(tensor *x, tensor *y, float p, rng *r);
 
 /* ---- attention.c ---- */
 /* softmax attention with the heads merged: q (b, n, heads·d), k, v (b, m, heads·d) -> (b, n, heads·d),
