@@ -119,7 +119,7 @@ static tensor *branch_forward(attn *a, tensor *const *qkv, int B, int R) {
 static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const forward_opts *o) {
     int B = x->shape[0], C = x->shape[2], nb = b->n_branches, Cb = C / nb;
     tensor *qkv[3], *out[2];
-    op_split(nn_linear_forward(&b->qkv, nn_layernorm_forward(&b->norm1, x)), 2, 3, (int[]){C, C, C}, qkv);
+    nn_linear_chunks(&b->qkv, nn_layernorm_forward(&b->norm1, x), 3, qkv);
     for (int br = 0; br < nb; br++) {
         tensor *mine[3];
         for (int i = 0; i < 3; i++) mine[i] = nb == 1 ? qkv[i] : op_slice(qkv[i], 2, br * Cb, Cb);

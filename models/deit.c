@@ -74,8 +74,7 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
         arena_mark mark = arena_get_mark(&vitc_arena);
         float dp = o->train ? b->drop_path : 0.0f;
         tensor *qkv[3];
-        op_split(nn_linear_forward(&b->qkv, nn_layernorm_forward(&b->norm1, x)), 2, 3,
-                 (int[]){C, C, C}, qkv);
+        nn_linear_chunks(&b->qkv, nn_layernorm_forward(&b->norm1, x), 3, qkv);
         tensor *a = nn_linear_forward(&b->proj, attn_forward(b->core, qkv[0], qkv[1], qkv[2]));
         x = op_drop_path_add(x, a, dp, o->rng);
         x = op_drop_path_add(x, nn_mlp_forward(&b->mlp, nn_layernorm_forward(&b->norm2, x)), dp, o->rng);

@@ -128,7 +128,7 @@ static tensor *pvt_block_forward(const pvt_block *b, tensor *x, int R, bool v2, 
         src = nn_layernorm_forward(&b->sr_norm, RESHAPE(r, B, r->shape[1] * r->shape[2], C));
     }
     tensor *kv[2];
-    op_split(nn_linear_forward(&b->kv, src), 2, 2, (int[]){C, C}, kv);
+    nn_linear_chunks(&b->kv, src, 2, kv);
     tensor *a = attn_forward(b->core, nn_linear_forward(&b->q, y), kv[0], kv[1]);
     float dp = o->train ? b->drop_path : 0.0f;
     x = op_drop_path_add(x, nn_linear_forward(&b->proj, a), dp, o->rng);

@@ -132,7 +132,7 @@ static tensor *swin_block_forward(const swin_block *b, tensor *x, int R, const f
     tensor *y = RESHAPE(nn_layernorm_forward(&b->norm1, x), B, R, R, C);
     if (b->shift) y = op_roll(y, -b->shift, -b->shift);
     tensor *qkv[3];
-    op_split(nn_linear_forward(&b->qkv, op_window_partition(y, w, w)), 2, 3, (int[]){C, C, C}, qkv);
+    nn_linear_chunks(&b->qkv, op_window_partition(y, w, w), 3, qkv);
     y = nn_linear_forward(&b->proj, attn_forward(b->core, qkv[0], qkv[1], qkv[2]));
     y = op_window_reverse(RESHAPE(y, B * nw, w * w, C), R, R, w, w);
     if (b->shift) y = op_roll(y, b->shift, b->shift);

@@ -101,3 +101,22 @@ TEST(gelu_linear_equals_linear_of_gelu_and_grad) {
     EXPECT(worst < 1e-6, "fused differs from linear(gelu) by %g", worst);
     EXPECT(GRADCHECK(gelu_linear_fn, NULL, h, w, b), "gelu_linear");
 }
+
+static tensor *linear_rows_fn(tensor **in, const void *ctx) {
+    const int *range = ctx;
+    return op_linear_rows(in[0], in[1], in[2], range[0], range[1]);
+}
+
+TEST(linear_rows_is_a_slice_of_linear_and_grad) {
+    rng r;
+    rng_seed(&r, 6, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 3, 5, 7), *w = LEAF(&r, 0.5f, 12, 7), *b = LEAF(&r, 1, 12);
+    int range[2] = {4, 5};
+    tensor *part = linear_rows_fn((tensor *[]){x, w, b}, range), *full = op_linear(x, w, b);
+    double worst = 0;
+    for (int i = 0; i < 15; i++)
+        for (int j = 0; j < 5; j++) worst = fmax(worst, fabs(part->data[i * 5 + j] - full->data[i * 12 + 4 + j]));
+    EXPECT(worst < 1e-6, "rows 4..9 differ from the full output by %g", worst);
+    EXPECT(GRADCHECK(linear_rows_fn, range, x, w, b), "linear rows 4..9 (the others get no gradient)");
+    EXPECT_ERROR(op_linear_rows(x, w, b, 8, 5), "output rows 8..13 outside weight (12, 7)");
+}

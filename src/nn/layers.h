@@ -13,6 +13,8 @@ typedef struct nn_linear {
 /* weight trunc_normal(0.02), bias zeros: the init of every Linear in DeiT/PVT/Swin/CSwin */
 void nn_linear_init(nn_linear *l, param_store *ps, const char *name, int in, int out, bool bias);
 tensor *nn_linear_forward(const nn_linear *l, tensor *x);
+/* the output split into n equal chunks along the features (fused q/k/v projections) */
+void nn_linear_chunks(const nn_linear *l, tensor *x, int n, tensor **out);
 
 typedef struct nn_layernorm {
     tensor *w, *b;

@@ -10,31 +10,38 @@
 
 double op_macs;
 
-tensor *op_linear(tensor *x, tensor *w, tensor *b) {
+tensor *op_linear_rows(tensor *x, tensor *w, tensor *b, int row0, int rows) {
     int K = x->shape[x->ndim - 1];
     CHECK(w->ndim == 2 && w->shape[1] == K, "linear: input %s does not match weight %s",
           SHAPE_STR(x), SHAPE_STR(w));
-    int N = w->shape[0];
-    CHECK(!b || (b->ndim == 1 && b->shape[0] == N), "linear: bias %s does not match weight %s",
-          SHAPE_STR(b), SHAPE_STR(w));
-    int M = (int)(x->numel / K);
+    CHECK(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]),
+          "linear: bias %s does not match weight %s", SHAPE_STR(b), SHAPE_STR(w));
+    CHECK(row0 >= 0 && rows > 0 && row0 + rows <= w->shape[0],
+          "linear: output rows %d..%d outside weight %s", row0, row0 + rows, SHAPE_STR(w));
+    int M = (int)(x->numel / K), N = rows;
     int shape[TENSOR_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;
     tensor *out = tensor_new(x->ndim, shape);
-    linear_forward(out->data, x->data, w->data, b ? b->data : NULL, M, K, N);
+    linear_forward(out->data, x->data, w->data + (size_t)row0 * K, b ? b->data + row0 : NULL, M, K, N);
     op_macs += (double)M * K * N;
     tape_node *n = tape_record(OP_LINEAR, out, 3, (tensor *[]){x, w, b});
-    if (n) n->iarg[0] = M, n->iarg[1] = K, n->iarg[2] = N;
+    if (n) n->iarg[0] = M, n->iarg[1] = K, n->iarg[2] = N, n->iarg[3] = row0;
     return out;
+}
+
+tensor *op_linear(tensor *x, tensor *w, tensor *b) {
+    CHECK(w->ndim == 2, "linear: weight %s is not (out, in)", SHAPE_STR(w));
+    return op_linear_rows(x, w, b, 0, w->shape[0]);
 }
 
 void op_linear_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    int M = n->iarg[0], K = n->iarg[1], N = n->iarg[2], row0 = n->iarg[3];
     linear_backward(x->requires_grad ? tensor_grad(x) : NULL,
-                    w->requires_grad ? tensor_grad(w) : NULL,
-                    b && b->requires_grad ? tensor_grad(b) : NULL, n->out->grad, x->data, w->data,
-                    n->iarg[0], n->iarg[1], n->iarg[2]);
+                    w->requires_grad ? tensor_grad(w) + (size_t)row0 * K : NULL,
+                    b && b->requires_grad ? tensor_grad(b) + row0 : NULL, n->out->grad, x->data,
+                    w->data + (size_t)row0 * K, M, K, N);
 }
 
 tensor *op_gelu_linear(tensor *h, tensor *w, tensor *b) {

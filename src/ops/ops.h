@@ -14,6 +14,9 @@ extern double op_macs;
 /* ---- matmul.c ---- */
 /* x (..., in), w (out, in) as nn.Linear, b (out) or NULL -> (..., out) */
 tensor *op_linear(tensor *x, tensor *w, tensor *b);
+/* op_linear restricted to the output features [row0, row0 + rows) of w and b: q, k and v of a fused
+ * qkv projection each come out of their own GEMM instead of a copy of the whole output */
+tensor *op_linear_rows(tensor *x, tensor *w, tensor *b, int row0, int rows);
 /* op_linear(op_gelu(h), w, b) without keeping gelu(h): the backward recomputes it from h (the MLPs'
  * fc2, whose hidden activation is the largest tensor of a block) */
 tensor *op_gelu_linear(tensor *h, tensor *w, tensor *b);
