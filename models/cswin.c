@@ -111,9 +111,9 @@ static void *cswin_build(model *m) {
 static tensor *branch_forward(attn *a, tensor *const *qkv, int B, int R) {
     int h = a->spec.h, w = a->spec.w, Cb = qkv[0]->shape[2];
     tensor *parts[3];
-    for (int i = 0; i < 3; i++) parts[i] = op_window_partition(RESHAPE(qkv[i], B, R, R, Cb), h, w);
+    for (int i = 0; i < 3; i++) parts[i] = op_window_partition(RESHAPE(qkv[i], B, R, R, Cb), h, w, 0);
     tensor *out = attn_forward(a, parts[0], parts[1], parts[2]);
-    return RESHAPE(op_window_reverse(out, R, R, h, w), B, R * R, Cb);
+    return RESHAPE(op_window_reverse(out, R, R, h, w, 0), B, R * R, Cb);
 }
 
 static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const forward_opts *o) {

@@ -130,12 +130,10 @@ static void *swin_build(model *m) {
 static tensor *swin_block_forward(const swin_block *b, tensor *x, int R, const forward_opts *o) {
     int B = x->shape[0], C = x->shape[2], w = b->window, nw = (R / w) * (R / w);
     tensor *y = RESHAPE(nn_layernorm_forward(&b->norm1, x), B, R, R, C);
-    if (b->shift) y = op_roll(y, -b->shift, -b->shift);
     tensor *qkv[3];
-    nn_linear_chunks(&b->qkv, op_window_partition(y, w, w), 3, qkv);
+    nn_linear_chunks(&b->qkv, op_window_partition(y, w, w, b->shift), 3, qkv);
     y = nn_linear_forward(&b->proj, attn_forward(b->core, qkv[0], qkv[1], qkv[2]));
-    y = op_window_reverse(RESHAPE(y, B * nw, w * w, C), R, R, w, w);
-    if (b->shift) y = op_roll(y, b->shift, b->shift);
+    y = op_window_reverse(RESHAPE(y, B * nw, w * w, C), R, R, w, w, b->shift);
     float dp = o->train ? b->drop_path : 0.0f;
     x = op_drop_path_add(x, RESHAPE(y, B, R * R, C), dp, o->rng);
     return op_drop_path_add(x, nn_mlp_forward(&b->mlp, nn_layernorm_forward(&b->norm2, x)), dp, o->rng);

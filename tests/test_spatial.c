@@ -1,66 +1,54 @@
-/* Window partition/reverse, roll, relative-position gather: index formulas, round trips, gradients. */
+/* Window partition/reverse (with shift), relative-position gather: index formulas, round trips,
+ * gradients. */
 #include "../src/cpu/spatial.h"
 #include "../src/ops/ops.h"
 #include "gradcheck.h"
 
 typedef struct {
-    int wh, ww;
+    int wh, ww, shift;
 } win_ctx;
 
 static tensor *partition_fn(tensor **in, const void *ctx) {
     const win_ctx *c = ctx;
-    return op_window_partition(in[0], c->wh, c->ww);
+    return op_window_partition(in[0], c->wh, c->ww, c->shift);
 }
 
 static tensor *reverse_fn(tensor **in, const void *ctx) {
     const win_ctx *c = ctx;
-    return op_window_reverse(in[0], 6, 9, c->wh, c->ww);
+    return op_window_reverse(in[0], 6, 9, c->wh, c->ww, c->shift);
 }
 
 TEST(window_partition_layout_round_trip_and_grad) {
     rng r;
     rng_seed(&r, 61, RNG_TEST);
     tensor *x = LEAF(&r, 1, 2, 6, 9, 5);
-    const win_ctx cases[] = {{3, 3}, {6, 3}, {2, 9}, {6, 9}};
-    for (int i = 0; i < 4; i++) {
+    const win_ctx cases[] = {{3, 3, 0}, {6, 3, 0}, {2, 9, 0}, {6, 9, 0}, {3, 3, 1}, {2, 3, -2}};
+    for (int i = 0; i < 6; i++) {
         const win_ctx *c = &cases[i];
         tensor *w = partition_fn((tensor *[]){x}, c);
         int nh = 6 / c->wh, nw = 9 / c->ww;
         EXPECT(w->shape[0] == 2 * nh * nw && w->shape[1] == c->wh * c->ww, "shape");
-        /* token (y, x) of window (b, i, j) is map pixel (i*wh + y, j*ww + x) */
-        int b = 1, wi = nh - 1, wj = nw - 1, y = c->wh - 1, xx = 0, ch = 3;
-        float got = w->data[(((b * nh + wi) * nw + wj) * c->wh * c->ww + y * c->ww + xx) * 5 + ch];
-        float want = x->data[((b * 6 + wi * c->wh + y) * 9 + wj * c->ww + xx) * 5 + ch];
-        EXPECT(got == want, "case %d layout", i);
-        tensor *back = op_window_reverse(w, 6, 9, c->wh, c->ww);
+        /* token (y, x) of window (b, i, j) is pixel (i*wh + y, j*ww + x) of torch.roll(map, -shift),
+         * which is map pixel ((i*wh + y + shift) mod 6, (j*ww + x + shift) mod 9) */
+        bool layout = true;
+        for (int b = 0; b < 2; b++)
+            for (int wi = 0; wi < nh; wi++)
+                for (int wj = 0; wj < nw; wj++)
+                    for (int y = 0; y < c->wh; y++)
+                        for (int xx = 0; xx < c->ww; xx++) {
+                            int my = ((wi * c->wh + y + c->shift) % 6 + 6) % 6;
+                            int mx = ((wj * c->ww + xx + c->shift) % 9 + 9) % 9;
+                            float got = w->data[(((b * nh + wi) * nw + wj) * c->wh * c->ww + y * c->ww + xx) * 5 + 3];
+                            layout &= got == x->data[((b * 6 + my) * 9 + mx) * 5 + 3];
+                        }
+        EXPECT(layout, "case %d layout", i);
+        tensor *back = reverse_fn((tensor *[]){w}, c);
         EXPECT(max_rel_diff(back->data, x->data, x->numel) == 0, "case %d round trip", i);
         EXPECT(GRADCHECK(partition_fn, c, x), "partition case %d", i);
         tensor *wl = LEAF(&r, 1, 2 * nh * nw, c->wh * c->ww, 5);
         EXPECT(GRADCHECK(reverse_fn, c, wl), "reverse case %d", i);
     }
-    EXPECT_ERROR(op_window_partition(x, 4, 3), "4x3 windows do not tile (2, 6, 9, 5)");
-}
-
-typedef struct {
-    int sh, sw;
-} roll_ctx;
-
-static tensor *roll_fn(tensor **in, const void *ctx) {
-    const roll_ctx *c = ctx;
-    return op_roll(in[0], c->sh, c->sw);
-}
-
-TEST(roll_matches_torch_roll_and_grad) {
-    rng r;
-    rng_seed(&r, 62, RNG_TEST);
-    tensor *x = LEAF(&r, 1, 2, 5, 7, 3);
-    roll_ctx c = {-2, 3};
-    tensor *y = roll_fn((tensor *[]){x}, &c);
-    /* torch.roll: out[(i + s) mod n] = in[i] */
-    EXPECT(y->data[((1 * 5 + 3) * 7 + 4) * 3 + 1] == x->data[((1 * 5 + 0) * 7 + 1) * 3 + 1], "value");
-    tensor *back = op_roll(y, 2, -3);
-    EXPECT(max_rel_diff(back->data, x->data, x->numel) == 0, "roll(-s) undoes roll(s)");
-    EXPECT(GRADCHECK(roll_fn, &c, x), "roll");
+    EXPECT_ERROR(op_window_partition(x, 4, 3, 0), "4x3 windows do not tile (2, 6, 9, 5)");
 }
 
 static tensor *gather_fn(tensor **in, const void *ctx) { return op_relpos_gather(in[0], ctx, 6); }

@@ -71,7 +71,7 @@ static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     for (int i = 0; i < 3; i++) {
         tensor *t = op_slice(i == 0 ? q : i == 1 ? k : v, 2, C1, C2);
         if (off) t = op_slice(t, 1, off, np);
-        blk[i] = op_window_partition(RESHAPE(t, b, s->h, s->w, C2), bh, bw);
+        blk[i] = op_window_partition(RESHAPE(t, b, s->h, s->w, C2), bh, bw, 0);
     }
     int hl = H - hg;
     tensor *logits = op_matmul(attn_split_heads(blk[0], hl), attn_split_heads(blk[1], hl), false, true,
@@ -82,7 +82,7 @@ static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
         tensor *ll = lepe_part(lc, RESHAPE(blk[2], b * nb, bh, bw, C2), C1, C2);
         local = op_add(local, RESHAPE(ll, b * nb, bh * bw, C2));
     }
-    local = RESHAPE(op_window_reverse(local, s->h, s->w, bh, bw), b, np, C2);
+    local = RESHAPE(op_window_reverse(local, s->h, s->w, bh, bw, 0), b, np, C2);
     if (off) /* the class token alone in its block: its output is its own value */
         local = op_concat(2, (tensor *[]){op_slice(op_slice(v, 2, C1, C2), 1, 0, 1), local}, 1);
     return op_concat(2, (tensor *[]){global, local}, 2);

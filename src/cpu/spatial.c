@@ -11,42 +11,26 @@ void relpos_index_swin(int *index, int wh, int ww) {
         }
 }
 
-void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh, int ww,
+void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh, int ww, int shift,
                  bool to_windows, bool accumulate) {
     int nh = H / wh, nw = W / ww;
+    int sh = ((shift % H) + H) % H, sw = ((shift % W) + W) % W;
     int64_t rows = (int64_t)B * nh * nw * wh; /* one window row (ww tokens) each */
-    int64_t run = (int64_t)ww * C;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         int y = (int)(r % wh);
         int64_t win = r / wh;
         int j = (int)(win % nw), i = (int)(win / nw % nh), b = (int)(win / ((int64_t)nw * nh));
-        float *w = windows + (win * wh + y) * run;
-        float *m = map + (((int64_t)b * H + i * wh + y) * W + (int64_t)j * ww) * C;
-        float *dst = to_windows ? w : m;
-        const float *src = to_windows ? m : w;
-        if (accumulate)
-            for (int64_t k = 0; k < run; k++) dst[k] += src[k];
-        else
-            memcpy(dst, src, (size_t)run * sizeof(float));
-    }
-}
-
-void roll_copy(float *out, const float *x, int B, int H, int W, int C, int sh, int sw, bool accumulate) {
-    sh = ((sh % H) + H) % H;
-    sw = ((sw % W) + W) % W;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < (int64_t)B * H; r++) {
-        int b = (int)(r / H), y = (int)(r % H), oy = (y + sh) % H;
-        const float *src = x + r * W * C;
-        float *dst = out + ((int64_t)b * H + oy) * W * C;
-        for (int xx = 0; xx < W; xx++) {
-            const float *s = src + (int64_t)xx * C;
-            float *d = dst + (int64_t)((xx + sw) % W) * C;
+        float *w = windows + (win * wh + y) * ww * C;
+        float *m = map + ((int64_t)b * H + (i * wh + y + sh) % H) * W * C;
+        for (int t = 0; t < ww; t++) {
+            float *wt = w + (int64_t)t * C, *mt = m + (int64_t)((j * ww + t + sw) % W) * C;
+            float *dst = to_windows ? wt : mt;
+            const float *src = to_windows ? mt : wt;
             if (accumulate)
-                for (int c = 0; c < C; c++) d[c] += s[c];
+                for (int c = 0; c < C; c++) dst[c] += src[c];
             else
-                memcpy(d, s, sizeof(float) * (size_t)C);
+                memcpy(dst, src, (size_t)C * sizeof(float));
         }
     }
 }

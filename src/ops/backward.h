@@ -29,7 +29,6 @@ void op_adaptive_avg_pool2d_backward(tape_node *n);
 void op_interp_bilinear_backward(tape_node *n);
 void op_window_partition_backward(tape_node *n);
 void op_window_reverse_backward(tape_node *n);
-void op_roll_backward(tape_node *n);
 void op_relpos_gather_backward(tape_node *n);
 void op_dropout_backward(tape_node *n);
 void op_drop_path_add_backward(tape_node *n);

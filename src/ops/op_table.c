@@ -29,7 +29,6 @@ const op_info op_table[OP_COUNT] = {
     [OP_INTERP_BILINEAR] = {"interp_bilinear", op_interp_bilinear_backward},
     [OP_WINDOW_PARTITION] = {"window_partition", op_window_partition_backward},
     [OP_WINDOW_REVERSE] = {"window_reverse", op_window_reverse_backward},
-    [OP_ROLL] = {"roll", op_roll_backward},
     [OP_RELPOS_GATHER] = {"relpos_gather", op_relpos_gather_backward},
     [OP_DROPOUT] = {"dropout", op_dropout_backward},
     [OP_DROP_PATH_ADD] = {"drop_path_add", op_drop_path_add_backward},

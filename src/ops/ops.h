@@ -76,13 +76,12 @@ tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow);
 tensor *op_interp_bilinear(tensor *x, int ho, int wo);
 
 /* ---- spatial.c ---- */
-/* x (B, H, W, C) -> (B * H/wh * W/ww, wh*ww, C), windows in row-major order; wh x ww rectangles
+/* x (B, H, W, C) -> (B * H/wh * W/ww, wh*ww, C), the windows of torch.roll(x, (-shift, -shift),
+ * (1, 2)) in row-major order (Swin's shifted windows; shift 0 for plain ones); wh x ww rectangles
  * also give CSwin's stripes (H_sp x W_sp) */
-tensor *op_window_partition(tensor *x, int wh, int ww);
-/* inverse: x (B * H/wh * W/ww, wh*ww, C) -> (B, H, W, C) */
-tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww);
-/* torch.roll(x, shifts=(sh, sw), dims=(1, 2)) of x (B, H, W, C) */
-tensor *op_roll(tensor *x, int sh, int sw);
+tensor *op_window_partition(tensor *x, int wh, int ww, int shift);
+/* inverse: x (B * H/wh * W/ww, wh*ww, C) -> (B, H, W, C), rolled back by +shift */
+tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift);
 /* relative position bias: table (T, NH), index (N*N) ints in [0, T) -> (NH, N, N) with
  * out[h, i, j] = table[index[i*N + j], h]; index must outlive the step */
 tensor *op_relpos_gather(tensor *table, const int *index, int n);

@@ -1,5 +1,5 @@
-/* Token-layout ops for windowed attention: window partition/reverse (also CSwin stripes), roll,
- * relative-position-bias gather. */
+/* Token-layout ops for windowed attention: window partition/reverse (also CSwin stripes) with
+ * Swin's cyclic shift fused in, relative-position-bias gather. */
 #include "../core/check.h"
 #include "../core/tape.h"
 #include "../cpu/spatial.h"
@@ -7,14 +7,14 @@
 #include "op_table.h"
 #include "ops.h"
 
-tensor *op_window_partition(tensor *x, int wh, int ww) {
+tensor *op_window_partition(tensor *x, int wh, int ww, int shift) {
     CHECK(x->ndim == 4 && wh >= 1 && ww >= 1 && x->shape[1] % wh == 0 && x->shape[2] % ww == 0,
           "window_partition: %dx%d windows do not tile %s (B, H, W, C)", wh, ww, SHAPE_STR(x));
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
     tensor *out = TENSOR(B * (H / wh) * (W / ww), wh * ww, C);
-    window_copy(out->data, x->data, B, H, W, C, wh, ww, true, false);
+    window_copy(out->data, x->data, B, H, W, C, wh, ww, shift, true, false);
     tape_node *n = tape_record(OP_WINDOW_PARTITION, out, 1, (tensor *[]){x});
-    if (n) n->iarg[0] = wh, n->iarg[1] = ww;
+    if (n) n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift;
     return out;
 }
 
@@ -22,19 +22,19 @@ void op_window_partition_backward(tape_node *n) {
     tensor *x = n->in[0];
     if (x->requires_grad)
         window_copy(n->out->grad, tensor_grad(x), x->shape[0], x->shape[1], x->shape[2],
-                    x->shape[3], n->iarg[0], n->iarg[1], false, true);
+                    x->shape[3], n->iarg[0], n->iarg[1], n->iarg[2], false, true);
 }
 
-tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww) {
+tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift) {
     CHECK(x->ndim == 3 && wh >= 1 && ww >= 1 && H % wh == 0 && W % ww == 0 &&
               x->shape[1] == wh * ww && x->shape[0] % ((H / wh) * (W / ww)) == 0,
           "window_reverse: %s is not a batch of %dx%d windows of a %dx%d map", SHAPE_STR(x), wh,
           ww, H, W);
     int C = x->shape[2], B = x->shape[0] / ((H / wh) * (W / ww));
     tensor *out = TENSOR(B, H, W, C);
-    window_copy(x->data, out->data, B, H, W, C, wh, ww, false, false);
+    window_copy(x->data, out->data, B, H, W, C, wh, ww, shift, false, false);
     tape_node *n = tape_record(OP_WINDOW_REVERSE, out, 1, (tensor *[]){x});
-    if (n) n->iarg[0] = wh, n->iarg[1] = ww;
+    if (n) n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift;
     return out;
 }
 
@@ -42,23 +42,7 @@ void op_window_reverse_backward(tape_node *n) {
     tensor *x = n->in[0], *out = n->out;
     if (x->requires_grad)
         window_copy(tensor_grad(x), out->grad, out->shape[0], out->shape[1], out->shape[2],
-                    out->shape[3], n->iarg[0], n->iarg[1], true, true);
-}
-
-tensor *op_roll(tensor *x, int sh, int sw) {
-    CHECK(x->ndim == 4, "roll: expected (B, H, W, C), got %s", SHAPE_STR(x));
-    tensor *out = tensor_like(x);
-    roll_copy(out->data, x->data, x->shape[0], x->shape[1], x->shape[2], x->shape[3], sh, sw, false);
-    tape_node *n = tape_record(OP_ROLL, out, 1, (tensor *[]){x});
-    if (n) n->iarg[0] = sh, n->iarg[1] = sw;
-    return out;
-}
-
-void op_roll_backward(tape_node *n) {
-    tensor *x = n->in[0];
-    if (x->requires_grad)
-        roll_copy(tensor_grad(x), n->out->grad, x->shape[0], x->shape[1], x->shape[2], x->shape[3],
-                  -n->iarg[0], -n->iarg[1], true);
+                    out->shape[3], n->iarg[0], n->iarg[1], n->iarg[2], true, true);
 }
 
 tensor *op_relpos_gather(tensor *table, const int *index, int n) {
