@@ -75,9 +75,9 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
         float dp = o->train ? b->drop_path : 0.0f;
         tensor *qkv[3];
         nn_linear_chunks(&b->qkv, nn_layernorm_forward(&b->norm1, x), 3, qkv);
-        tensor *a = nn_linear_forward(&b->proj, attn_forward(b->core, qkv[0], qkv[1], qkv[2]));
-        x = op_drop_path_add(x, a, dp, o->rng);
-        x = op_drop_path_add(x, nn_mlp_forward(&b->mlp, nn_layernorm_forward(&b->norm2, x)), dp, o->rng);
+        tensor *a = attn_forward(b->core, qkv[0], qkv[1], qkv[2]);
+        x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, dp, o->rng);
+        x = nn_mlp_residual(&b->mlp, x, nn_layernorm_forward(&b->norm2, x), dp, o->rng);
         x = tensor_keep(&mark, x); /* inference: only the block's output survives it */
     }
     x = op_slice(nn_layernorm_forward(&d->norm, x), 1, 0, 1);

@@ -131,14 +131,13 @@ static tensor *pvt_block_forward(const pvt_block *b, tensor *x, int R, bool v2, 
     nn_linear_chunks(&b->kv, src, 2, kv);
     tensor *a = attn_forward(b->core, nn_linear_forward(&b->q, y), kv[0], kv[1]);
     float dp = o->train ? b->drop_path : 0.0f;
-    x = op_drop_path_add(x, nn_linear_forward(&b->proj, a), dp, o->rng);
+    x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, dp, o->rng);
     tensor *h = nn_linear_forward(&b->fc1, nn_layernorm_forward(&b->norm2, x));
     if (v2) {
         int hidden = h->shape[2];
         h = RESHAPE(nn_conv2d_forward(&b->mlp_dwconv, RESHAPE(h, B, R, R, hidden)), B, R * R, hidden);
     }
-    h = op_gelu_linear(h, b->fc2.w, b->fc2.b);
-    return op_drop_path_add(x, h, dp, o->rng);
+    return op_residual_linear(x, h, b->fc2.w, b->fc2.b, true, dp, o->rng);
 }
 
 static tensor *pvt_forward(model *m, tensor *images, const forward_opts *o) {

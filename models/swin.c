@@ -132,11 +132,12 @@ static tensor *swin_block_forward(const swin_block *b, tensor *x, int R, const f
     tensor *y = RESHAPE(nn_layernorm_forward(&b->norm1, x), B, R, R, C);
     tensor *qkv[3];
     nn_linear_chunks(&b->qkv, op_window_partition(y, w, w, b->shift), 3, qkv);
-    y = nn_linear_forward(&b->proj, attn_forward(b->core, qkv[0], qkv[1], qkv[2]));
+    y = attn_forward(b->core, qkv[0], qkv[1], qkv[2]);
+    /* the projection is per token, so it runs after the windows are put back, inside the residual step */
     y = op_window_reverse(RESHAPE(y, B * nw, w * w, C), R, R, w, w, b->shift);
     float dp = o->train ? b->drop_path : 0.0f;
-    x = op_drop_path_add(x, RESHAPE(y, B, R * R, C), dp, o->rng);
-    return op_drop_path_add(x, nn_mlp_forward(&b->mlp, nn_layernorm_forward(&b->norm2, x)), dp, o->rng);
+    x = op_residual_linear(x, RESHAPE(y, B, R * R, C), b->proj.w, b->proj.b, false, dp, o->rng);
+    return nn_mlp_residual(&b->mlp, x, nn_layernorm_forward(&b->norm2, x), dp, o->rng);
 }
 
 /* 2x2 patch merging: channels ordered (even row, even col), (odd row, even col), (even row, odd

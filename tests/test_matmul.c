@@ -86,22 +86,6 @@ TEST(linear_matches_naive_reference) {
     EXPECT(err < 1e-5, "rel diff %g", err);
 }
 
-static tensor *gelu_linear_fn(tensor **in, const void *ctx) {
-    (void)ctx;
-    return op_gelu_linear(in[0], in[1], in[2]);
-}
-
-TEST(gelu_linear_equals_linear_of_gelu_and_grad) {
-    rng r;
-    rng_seed(&r, 5, RNG_TEST);
-    tensor *h = LEAF(&r, 2, 3, 5, 7), *w = LEAF(&r, 0.5f, 11, 7), *b = LEAF(&r, 1, 11);
-    tensor *fused = op_gelu_linear(h, w, b), *chain = op_linear(op_gelu(h), w, b);
-    double worst = 0;
-    for (int64_t i = 0; i < fused->numel; i++) worst = fmax(worst, fabs(fused->data[i] - chain->data[i]));
-    EXPECT(worst < 1e-6, "fused differs from linear(gelu) by %g", worst);
-    EXPECT(GRADCHECK(gelu_linear_fn, NULL, h, w, b), "gelu_linear");
-}
-
 static tensor *linear_rows_fn(tensor **in, const void *ctx) {
     const int *range = ctx;
     return op_linear_rows(in[0], in[1], in[2], range[0], range[1]);

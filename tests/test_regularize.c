@@ -1,4 +1,4 @@
-/* Dropout and the drop-path residual add: keep rates, scaling, determinism, gradients through a
+/* Dropout and the drop-path residual step: keep rates, scaling, determinism, gradients through a
  * fixed mask. */
 #include "../src/ops/ops.h"
 #include "gradcheck.h"
@@ -12,13 +12,6 @@ static tensor *drop_fn(tensor **in, const void *ctx) {
     rng r;
     rng_seed(&r, 99, RNG_DROPOUT); /* the same mask at every evaluation */
     return op_dropout(in[0], c->p, &r);
-}
-
-static tensor *drop_path_add_fn(tensor **in, const void *ctx) {
-    const drop_ctx *c = ctx;
-    rng r;
-    rng_seed(&r, 99, RNG_DROPOUT);
-    return op_drop_path_add(in[0], in[1], c->p, &r);
 }
 
 TEST(dropout_keep_rate_scale_and_grad) {
@@ -42,26 +35,50 @@ TEST(dropout_keep_rate_scale_and_grad) {
     EXPECT_ERROR(op_dropout(x, 1.0f, &r), "probability 1 outside [0, 1)");
 }
 
-TEST(drop_path_add_per_sample_and_grad) {
+typedef struct {
+    float p;
+    bool gelu, bias;
+} residual_ctx;
+
+static tensor *residual_fn(tensor **in, const void *ctx) {
+    const residual_ctx *c = ctx;
+    rng r;
+    rng_seed(&r, 99, RNG_DROPOUT); /* the same mask at every evaluation */
+    return op_residual_linear(in[0], in[1], in[2], c->bias ? in[3] : NULL, c->gelu, c->p, &r);
+}
+
+TEST(residual_linear_drops_whole_samples_and_grad) {
     rng r;
     rng_seed(&r, 72, RNG_TEST);
-    tensor *x = RANDN(&r, 1, 2000, 3, 4), *y = RANDN(&r, 1, 2000, 3, 4);
-    drop_ctx c = {0.25f};
-    tensor *out = drop_path_add_fn((tensor *[]){x, y}, &c);
-    long kept = 0;
-    for (int b = 0; b < 2000; b++) {
-        bool keep = out->data[b * 12] != x->data[b * 12] || y->data[b * 12] == 0;
-        kept += keep;
-        for (int j = 0; j < 12; j++) {
-            int i = b * 12 + j;
-            EXPECT(out->data[i] == x->data[i] + (keep ? y->data[i] * (1.0f / 0.75f) : 0.0f),
-                   "sample %d of y is dropped or kept whole", b);
+    const int B = 400;
+    tensor *res = RANDN(&r, 1, B, 3, 4), *h = RANDN(&r, 1, B, 3, 5), *w = RANDN(&r, 0.5f, 4, 5);
+    tensor *b = RANDN(&r, 1, 4);
+    for (int gelu = 0; gelu < 2; gelu++) {
+        tensor *branch = op_linear(gelu ? op_gelu(h) : h, w, b);
+        residual_ctx c = {0.25f, gelu, true};
+        tensor *out = residual_fn((tensor *[]){res, h, w, b}, &c);
+        long kept = 0;
+        bool whole = true;
+        for (int s = 0; s < B; s++) {
+            bool keep = fabsf(out->data[s * 12] - res->data[s * 12]) > 1e-6f;
+            kept += keep;
+            for (int j = 0; j < 12; j++) {
+                int i = s * 12 + j;
+                whole &= fabsf(out->data[i] - res->data[i] - (keep ? branch->data[i] / 0.75f : 0.0f)) < 1e-5f;
+            }
         }
+        EXPECT(whole, "gelu %d: each sample's branch is dropped or kept whole, scaled by 1/(1-p)", gelu);
+        EXPECT(fabs(kept / (double)B - 0.75) < 0.06, "gelu %d: kept fraction %g", gelu, kept / (double)B);
+        tensor *plain = op_residual_linear(res, h, w, b, gelu, 0, NULL), *sum = op_add(res, branch);
+        EXPECT(max_rel_diff(plain->data, sum->data, sum->numel) < 1e-5, "gelu %d: p = 0 is res + linear", gelu);
     }
-    EXPECT(fabs(kept / 2000.0 - 0.75) < 0.03, "kept fraction %g", kept / 2000.0);
-    tensor *xl = LEAF(&r, 1, 5, 3, 7), *yl = LEAF(&r, 1, 5, 3, 7);
-    EXPECT(GRADCHECK(drop_path_add_fn, &c, xl, yl), "drop path add");
-    tensor *sum = op_drop_path_add(x, y, 0, NULL);
-    EXPECT(sum->data[7] == x->data[7] + y->data[7], "p = 0 is the plain add");
-    EXPECT_ERROR(op_drop_path_add(x, RANDN(&r, 1, 2000, 12), 0.1f, &r), "shapes (2000, 3, 4) and (2000, 12) differ");
+    for (int t = 0; t < 4; t++) {
+        residual_ctx c = {t < 2 ? 0.4f : 0.0f, t % 2, t != 3};
+        tensor *rl = LEAF(&r, 1, 6, 2, 3), *hl = LEAF(&r, 1, 6, 2, 5), *wl = LEAF(&r, 0.5f, 3, 5);
+        tensor *bl = LEAF(&r, 1, 3);
+        bool ok = c.bias ? GRADCHECK(residual_fn, &c, rl, hl, wl, bl) : GRADCHECK(residual_fn, &c, rl, hl, wl);
+        EXPECT(ok, "p %g, gelu %d, bias %d", c.p, c.gelu, c.bias);
+    }
+    EXPECT_ERROR(op_residual_linear(res, RANDN(&r, 1, B, 4, 5), w, b, false, 0, NULL),
+                 "residual (400, 3, 4), input (400, 4, 5), weight (4, 5), bias (4) do not match");
 }

@@ -1,5 +1,6 @@
-/* A miniature training step (patch embedding, layernorm, attention-like matmuls, MLP, cross entropy,
- * backward, SGD update, arena reset): after the first step, no step may call the system heap. */
+/* A miniature training step (patch embedding, layernorm, attention-like matmuls, a residual step with
+ * drop path, MLP, cross entropy, backward, SGD update, arena reset): after the first step, no step
+ * may call the system heap. */
 #include "../src/core/params.h"
 #include "../src/ops/ops.h"
 #include "heap_count.h"
@@ -7,7 +8,7 @@
 
 typedef struct tiny_net {
     param_store ps;
-    tensor *patch_w, *patch_b, *ln_w, *ln_b, *qkv_w, *fc1_w, *fc1_b, *head_w, *head_b;
+    tensor *patch_w, *patch_b, *ln_w, *ln_b, *qkv_w, *proj_w, *fc1_w, *fc1_b, *head_w, *head_b;
 } tiny_net;
 
 static void tiny_net_init(tiny_net *net, rng *r) {
@@ -18,6 +19,7 @@ static void tiny_net_init(tiny_net *net, rng *r) {
     net->ln_w = PARAM(ps, "norm.weight", 12);
     net->ln_b = PARAM(ps, "norm.bias", 12);
     net->qkv_w = PARAM(ps, "attn.qkv.weight", 36, 12);
+    net->proj_w = PARAM(ps, "attn.proj.weight", 12, 12);
     net->fc1_w = PARAM(ps, "mlp.fc1.weight", 24, 12);
     net->fc1_b = PARAM(ps, "mlp.fc1.bias", 24);
     net->head_w = PARAM(ps, "head.weight", 10, 24);
@@ -36,7 +38,7 @@ static float tiny_net_step(tiny_net *net, const tensor *images, const int *label
     tensor *parts[3];
     op_split(qkv, 2, 3, (int[]){12, 12, 12}, parts);
     tensor *att = op_softmax(op_matmul(parts[0], parts[1], false, true, 0.3f), NULL);
-    x = op_drop_path_add(x, op_matmul(att, parts[2], false, false, 1.0f), 0.1f, r);
+    x = op_residual_linear(x, op_matmul(att, parts[2], false, false, 1.0f), net->proj_w, NULL, false, 0.1f, r);
     tensor *m = op_gelu(op_linear(x, net->fc1_w, net->fc1_b));
     tensor *logits = op_linear(op_mean(m, 1, false), net->head_w, net->head_b);
     tensor *loss = op_cross_entropy_labels(logits, labels, 0.1f);

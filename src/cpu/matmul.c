@@ -43,6 +43,29 @@ void linear_backward(float *dx, float *dw, float *db, const float *dout, const f
     }
 }
 
+void residual_linear_forward(float *out, const float *res, const float *act, const float *w,
+                             const float *b, const float *keep, int B, int M, int K, int N) {
+    int rows = M / B;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) {
+        float k = keep ? keep[i / rows] : 1.0f;
+        const float *src = res + (size_t)i * N;
+        float *dst = out + (size_t)i * N;
+        if (b)
+            for (int j = 0; j < N; j++) dst[j] = src[j] + k * b[j];
+        else
+            memcpy(dst, src, (size_t)N * sizeof(float));
+    }
+    if (!keep) {
+        gemm(false, true, M, N, K, 1.0f, act, w, 1.0f, out);
+        return;
+    }
+    for (int s = 0; s < B; s++) /* dropped samples keep the bare residual */
+        if (keep[s] != 0)
+            gemm(false, true, rows, N, K, keep[s], act + (size_t)s * rows * K, w, 1.0f,
+                 out + (size_t)s * rows * N);
+}
+
 /* Many small products run one per thread (OpenBLAS then stays single-threaded inside the OpenMP
  * region); a few large ones run one after another with OpenBLAS threading each. */
 static bool batch_in_parallel(int batch, int M, int N, int K) {

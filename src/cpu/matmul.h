@@ -17,6 +17,11 @@ void linear_forward(float *out, const float *x, const float *w, const float *b, 
 void linear_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, int M, int K, int N);
 
+/* out (M, N) = res + keep_s (act · wᵀ + b) with keep_s the drop-path factor of the sample (of B,
+ * M/B rows each) the row belongs to (keep NULL: all 1); b may be NULL */
+void residual_linear_forward(float *out, const float *res, const float *act, const float *w,
+                             const float *b, const float *keep, int B, int M, int K, int N);
+
 /* batch of C_i = alpha op(A_i) op(B_i), contiguous matrices */
 void matmul_forward(float *c, const float *a, const float *b, int batch, int M, int N, int K,
                     bool trans_a, bool trans_b, float alpha);

@@ -72,6 +72,6 @@ void nn_mlp_init(nn_mlp *m, param_store *ps, const char *name, int dim, int hidd
     nn_linear_init(&m->fc2, ps, nn_name("%s.fc2", name), hidden, dim, true);
 }
 
-tensor *nn_mlp_forward(const nn_mlp *m, tensor *x) {
-    return op_gelu_linear(nn_linear_forward(&m->fc1, x), m->fc2.w, m->fc2.b);
+tensor *nn_mlp_residual(const nn_mlp *m, tensor *res, tensor *x, float drop_path, rng *r) {
+    return op_residual_linear(res, nn_linear_forward(&m->fc1, x), m->fc2.w, m->fc2.b, true, drop_path, r);
 }

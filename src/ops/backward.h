@@ -31,7 +31,6 @@ void op_window_partition_backward(tape_node *n);
 void op_window_reverse_backward(tape_node *n);
 void op_relpos_gather_backward(tape_node *n);
 void op_dropout_backward(tape_node *n);
-void op_drop_path_add_backward(tape_node *n);
+void op_residual_linear_backward(tape_node *n);
 void op_cross_entropy_backward(tape_node *n);
 void op_attention_backward(tape_node *n);
-void op_gelu_linear_backward(tape_node *n);

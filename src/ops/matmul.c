@@ -1,8 +1,6 @@
-/* linear, linear of a GELU, batched matmul: the GEMM ops. */
-#include "../core/arena.h"
+/* linear and batched matmul: the GEMM ops. */
 #include "../core/check.h"
 #include "../core/tape.h"
-#include "../cpu/elementwise.h"
 #include "../cpu/matmul.h"
 #include "backward.h"
 #include "op_table.h"
@@ -42,49 +40,6 @@ void op_linear_backward(tape_node *n) {
                     w->requires_grad ? tensor_grad(w) + (size_t)row0 * K : NULL,
                     b && b->requires_grad ? tensor_grad(b) + row0 : NULL, n->out->grad, x->data,
                     w->data + (size_t)row0 * K, M, K, N);
-}
-
-tensor *op_gelu_linear(tensor *h, tensor *w, tensor *b) {
-    int K = h->shape[h->ndim - 1];
-    CHECK(w->ndim == 2 && w->shape[1] == K, "gelu_linear: input %s does not match weight %s",
-          SHAPE_STR(h), SHAPE_STR(w));
-    int N = w->shape[0];
-    CHECK(!b || (b->ndim == 1 && b->shape[0] == N), "gelu_linear: bias %s does not match weight %s",
-          SHAPE_STR(b), SHAPE_STR(w));
-    int M = (int)(h->numel / K);
-    int shape[TENSOR_MAX_DIMS];
-    for (int i = 0; i < h->ndim; i++) shape[i] = h->shape[i];
-    shape[h->ndim - 1] = N;
-    tensor *out = tensor_new(h->ndim, shape);
-    arena_mark mark = arena_get_mark(&vitc_arena);
-    float *act = arena_alloc(&vitc_arena, sizeof(float) * (size_t)h->numel);
-    gelu_forward(act, h->data, h->numel);
-    linear_forward(out->data, act, w->data, b ? b->data : NULL, M, K, N);
-    arena_release(&vitc_arena, mark);
-    op_macs += (double)M * K * N;
-    tape_node *n = tape_record(OP_GELU_LINEAR, out, 3, (tensor *[]){h, w, b});
-    if (n) n->iarg[0] = M, n->iarg[1] = K, n->iarg[2] = N;
-    return out;
-}
-
-void op_gelu_linear_backward(tape_node *n) {
-    tensor *h = n->in[0], *w = n->in[1], *b = n->in[2];
-    int M = n->iarg[0], K = n->iarg[1], N = n->iarg[2];
-    /* gradient buffers first: the recomputed activation after the mark is released below */
-    float *dh = h->requires_grad ? tensor_grad(h) : NULL;
-    float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
-    arena_mark mark = arena_get_mark(&vitc_arena);
-    float *act = arena_alloc(&vitc_arena, sizeof(float) * (size_t)h->numel);
-    float *slope = arena_alloc(&vitc_arena, sizeof(float) * (size_t)h->numel);
-    gelu_value_and_slope(act, slope, h->data, h->numel);
-    linear_backward(NULL, dw, db, n->out->grad, act, w->data, M, K, N);
-    if (dh) {
-        float *dact = act; /* the activation is consumed: its buffer takes d(loss)/d(activation) */
-        gemm(false, false, M, K, N, 1.0f, n->out->grad, w->data, 0.0f, dact);
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < h->numel; i++) dh[i] += dact[i] * slope[i];
-    }
-    arena_release(&vitc_arena, mark);
 }
 
 tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha) {

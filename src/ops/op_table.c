@@ -31,8 +31,7 @@ const op_info op_table[OP_COUNT] = {
     [OP_WINDOW_REVERSE] = {"window_reverse", op_window_reverse_backward},
     [OP_RELPOS_GATHER] = {"relpos_gather", op_relpos_gather_backward},
     [OP_DROPOUT] = {"dropout", op_dropout_backward},
-    [OP_DROP_PATH_ADD] = {"drop_path_add", op_drop_path_add_backward},
+    [OP_RESIDUAL_LINEAR] = {"residual_linear", op_residual_linear_backward},
     [OP_ATTENTION] = {"attention", op_attention_backward},
-    [OP_GELU_LINEAR] = {"gelu_linear", op_gelu_linear_backward},
     [OP_CROSS_ENTROPY] = {"cross_entropy", op_cross_entropy_backward},
 };

@@ -17,9 +17,6 @@ tensor *op_linear(tensor *x, tensor *w, tensor *b);
 /* op_linear restricted to the output features [row0, row0 + rows) of w and b: q, k and v of a fused
  * qkv projection each come out of their own GEMM instead of a copy of the whole output */
 tensor *op_linear_rows(tensor *x, tensor *w, tensor *b, int row0, int rows);
-/* op_linear(op_gelu(h), w, b) without keeping gelu(h): the backward recomputes it from h (the MLPs'
- * fc2, whose hidden activation is the largest tensor of a block) */
-tensor *op_gelu_linear(tensor *h, tensor *w, tensor *b);
 /* a (..., M, K) (or (..., K, M) when trans_a), b (..., K, N) (or (..., N, K) when trans_b), equal
  * leading dims -> alpha * a·b of shape (..., M, N) */
 tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha);
@@ -89,10 +86,11 @@ tensor *op_relpos_gather(tensor *table, const int *index, int n);
 /* ---- regularize.c ---- */
 /* inverted dropout with keep prob 1-p; identity (returns x) when p == 0 */
 tensor *op_dropout(tensor *x, float p, rng *r);
-/* the residual add x + drop_path(y), x and y (B, ...) of one shape: per-sample stochastic depth zeroes
- * each sample of y with prob p, else scales it by 1/(1-p); the dropped copy of y is never kept;
- * op_add(x, y) when p == 0 */
-tensor *op_drop_path_add(tensor *x, tensor *y, float p, rng *r);
+/* a block's residual step: res + drop_path(op_linear(gelu ? op_gelu(h) : h, w, b)), res (B, ..., N),
+ * h (B, ..., K) with as many rows, w (N, K), b (N) or NULL. Drop path (stochastic depth) zeroes the
+ * branch of each sample with prob p, else scales it by 1/(1-p) (p = 0: off, r may be NULL). Only the
+ * mask is kept: not the branch's output, nor the GELU, which the backward recomputes from h. */
+tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r);
 
 /* ---- attention.c ---- */
 /* softmax attention with the heads merged: q (b, n, heads·d), k, v (b, m, heads·d) -> (b, n, heads·d),

@@ -1,8 +1,11 @@
-/* Dropout and the residual add with per-sample drop path (stochastic depth). The random draws are
- * serial and in a fixed order, so a seed gives the same mask whatever the thread count. */
+/* Dropout, and the residual branch ending in a linear layer with per-sample drop path (stochastic
+ * depth). The random draws are serial and in a fixed order, so a seed gives the same mask whatever
+ * the thread count. */
+#include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/tape.h"
 #include "../cpu/elementwise.h"
+#include "../cpu/matmul.h"
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
@@ -38,32 +41,67 @@ void op_dropout_backward(tape_node *n) {
     for (int64_t i = 0; i < x->numel; i++) gx[i] += g[i] * m[i];
 }
 
-tensor *op_drop_path_add(tensor *x, tensor *y, float p, rng *r) {
-    CHECK(p >= 0 && p < 1, "drop_path_add: probability %g outside [0, 1)", p);
-    if (p == 0) return op_add(x, y);
-    CHECK(tensor_same_shape(x, y), "drop_path_add: shapes %s and %s differ", SHAPE_STR(x), SHAPE_STR(y));
-    int B = x->shape[0];
-    int64_t per = x->numel / B;
-    tensor *mask = draw_mask(OP_DROP_PATH_ADD, p, r, B), *out = tensor_like(x);
-    const float *xs = x->data, *ys = y->data, *m = mask->data;
-    float *dst = out->data;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int s = 0; s < B; s++)
-        for (int64_t j = 0; j < per; j++) dst[s * per + j] = xs[s * per + j] + ys[s * per + j] * m[s];
-    tape_node *n = tape_record(OP_DROP_PATH_ADD, out, 2, (tensor *[]){x, y});
-    if (n) n->saved[0] = mask;
+tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r) {
+    CHECK(p >= 0 && p < 1, "residual_linear: probability %g outside [0, 1)", p);
+    int K = h->shape[h->ndim - 1], N = res->shape[res->ndim - 1];
+    CHECK(w->ndim == 2 && w->shape[0] == N && w->shape[1] == K && (!b || b->numel == N) &&
+              h->numel / K == res->numel / N && h->shape[0] == res->shape[0],
+          "residual_linear: residual %s, input %s, weight %s, bias %s do not match", SHAPE_STR(res),
+          SHAPE_STR(h), SHAPE_STR(w), SHAPE_STR(b));
+    int B = res->shape[0], M = (int)(res->numel / N);
+    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B) : NULL;
+    tensor *out = tensor_like(res);
+    arena_mark m = arena_get_mark(&vitc_arena);
+    const float *act = h->data;
+    if (gelu) {
+        float *a = arena_alloc(&vitc_arena, sizeof(float) * (size_t)h->numel);
+        gelu_forward(a, h->data, h->numel);
+        act = a;
+    }
+    residual_linear_forward(out->data, res->data, act, w->data, b ? b->data : NULL,
+                            mask ? mask->data : NULL, B, M, K, N);
+    arena_release(&vitc_arena, m);
+    op_macs += (double)M * K * N;
+    tape_node *n = tape_record(OP_RESIDUAL_LINEAR, out, 4, (tensor *[]){res, h, w, b});
+    if (n) {
+        n->saved[0] = mask;
+        n->iarg[0] = gelu;
+    }
     return out;
 }
 
-void op_drop_path_add_backward(tape_node *n) {
-    tensor *x = n->in[0], *y = n->in[1];
-    const float *g = n->out->grad, *m = n->saved[0]->data;
-    if (x->requires_grad) accumulate(tensor_grad(x), g, x->numel);
-    if (!y->requires_grad) return;
-    float *gy = tensor_grad(y);
-    int B = y->shape[0];
-    int64_t per = y->numel / B;
+void op_residual_linear_backward(tape_node *n) {
+    tensor *res = n->in[0], *h = n->in[1], *w = n->in[2], *b = n->in[3], *mask = n->saved[0];
+    bool gelu = n->iarg[0];
+    int K = h->shape[h->ndim - 1], N = w->shape[0], B = res->shape[0], M = (int)(res->numel / N);
+    const float *g = n->out->grad;
+    if (res->requires_grad) accumulate(tensor_grad(res), g, res->numel);
+    /* gradient buffers first: the scratch after the mark is released below */
+    float *dh = h->requires_grad ? tensor_grad(h) : NULL;
+    float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
+    arena_mark m = arena_get_mark(&vitc_arena);
+    if (mask) { /* the branch's gradient: each sample's rows scaled by its mask */
+        float *gm = arena_alloc(&vitc_arena, sizeof(float) * (size_t)M * N);
+        int64_t per = (int64_t)M / B * N;
+        const float *keep = mask->data;
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int s = 0; s < B; s++)
-        for (int64_t j = 0; j < per; j++) gy[s * per + j] += g[s * per + j] * m[s];
+        for (int s = 0; s < B; s++)
+            for (int64_t j = 0; j < per; j++) gm[s * per + j] = g[s * per + j] * keep[s];
+        g = gm;
+    }
+    if (!gelu) {
+        linear_backward(dh, dw, db, g, h->data, w->data, M, K, N);
+    } else { /* the activation is recomputed, not kept */
+        float *act = arena_alloc(&vitc_arena, sizeof(float) * (size_t)h->numel);
+        float *slope = arena_alloc(&vitc_arena, sizeof(float) * (size_t)h->numel);
+        gelu_value_and_slope(act, slope, h->data, h->numel);
+        linear_backward(NULL, dw, db, g, act, w->data, M, K, N);
+        if (dh) {
+            float *dact = act; /* consumed: its buffer takes d(loss)/d(activation) */
+            gemm(false, false, M, K, N, 1.0f, g, w->data, 0.0f, dact);
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < h->numel; i++) dh[i] += dact[i] * slope[i];
+        }
+    }
+    arena_release(&vitc_arena, m);
 }
