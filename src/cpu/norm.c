@@ -3,6 +3,8 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "fast_exp.h"
+
 void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
                        const float *b, int64_t M, int C, float eps) {
 #pragma omp parallel for schedule(static)
@@ -94,7 +96,7 @@ void softmax_forward(float *out, const float *x, const float *bias, int64_t M, i
         }
         float sum = 0;
         for (int j = 0; j < N; j++) {
-            o[j] = expf(o[j] - mx);
+            o[j] = fast_expf(o[j] - mx);
             sum += o[j];
         }
         float inv = 1.0f / sum;
