@@ -12,7 +12,8 @@ bool randaugment_parse(randaugment *ra, const char *spec) {
     if (strncmp(spec, "rand", 4) != 0) return false;
     char buf[128];
     snprintf(buf, sizeof(buf), "%s", spec);
-    for (char *tok = strtok(buf + 4, "-"); tok; tok = strtok(NULL, "-")) {
+    char *save; /* strtok_r: loader workers parse the spec concurrently (strtok's state is global) */
+    for (char *tok = strtok_r(buf + 4, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
         char *end;
         if (!strncmp(tok, "mstd", 4)) ra->mstd = strtod(tok + 4, &end);
         else if (tok[0] == 'm') ra->magnitude = strtod(tok + 1, &end);
