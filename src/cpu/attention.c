@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "../core/threads.h"
-#include "fast_exp.h"
 #include "matmul.h"
+#include "norm.h"
 
 /* Enough (sequence, head) pairs to give each thread whole pairs with single-threaded GEMMs; else
  * the pairs run one after another with OpenBLAS threading each GEMM and the rows split. */
@@ -16,22 +16,14 @@ size_t attention_scratch_floats(const attn_dims *a, bool dbias) {
     return (size_t)vitc_threads() * (nm + (dbias ? a->heads * nm : 0));
 }
 
-static void softmax_row(float *p, int m, const float *bias, const float *mask) {
+static void add_softmax_row(float *p, int m, const float *bias, const float *mask) {
     if (bias && mask)
         for (int j = 0; j < m; j++) p[j] += bias[j] + mask[j];
     else if (bias || mask) {
         const float *add = bias ? bias : mask;
         for (int j = 0; j < m; j++) p[j] += add[j];
     }
-    float mx = -INFINITY;
-    for (int j = 0; j < m; j++) mx = p[j] > mx ? p[j] : mx;
-    float sum = 0;
-    for (int j = 0; j < m; j++) {
-        p[j] = fast_expf(p[j] - mx);
-        sum += p[j];
-    }
-    float inv = 1.0f / sum;
-    for (int j = 0; j < m; j++) p[j] *= inv;
+    softmax_row(p, m);
 }
 
 static void forward_pair(float *out, float *P, const float *q, const float *k, const float *v,
@@ -43,7 +35,7 @@ static void forward_pair(float *out, float *P, const float *q, const float *k, c
     const float *mask = a->mask ? a->mask + (size_t)(s % a->windows) * n * m : NULL;
 #pragma omp parallel for schedule(static) if (split_rows)
     for (int i = 0; i < n; i++)
-        softmax_row(P + (size_t)i * m, m, bias ? bias + (size_t)i * m : NULL,
+        add_softmax_row(P + (size_t)i * m, m, bias ? bias + (size_t)i * m : NULL,
                     mask ? mask + (size_t)i * m : NULL);
     gemm_strided(false, false, n, d, m, 1.0f, P, m, v + (size_t)s * m * C + h * d, C, 0.0f,
             out + (size_t)s * n * C + h * d, C);

@@ -83,24 +83,26 @@ void l2norm_backward(float *dx, const float *dout, const float *x, const float *
     }
 }
 
+void softmax_row(float *p, int n) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) mx = p[j] > mx ? p[j] : mx;
+    float sum = 0;
+    for (int j = 0; j < n; j++) {
+        p[j] = fast_expf(p[j] - mx);
+        sum += p[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) p[j] *= inv;
+}
+
 void softmax_forward(float *out, const float *x, const float *bias, int64_t M, int N, int64_t NB) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < M; r++) {
         const float *xr = x + r * N;
         const float *br = bias ? bias + (r * N) % NB : NULL;
         float *o = out + r * N;
-        float mx = -INFINITY;
-        for (int j = 0; j < N; j++) {
-            o[j] = br ? xr[j] + br[j] : xr[j];
-            if (o[j] > mx) mx = o[j];
-        }
-        float sum = 0;
-        for (int j = 0; j < N; j++) {
-            o[j] = fast_expf(o[j] - mx);
-            sum += o[j];
-        }
-        float inv = 1.0f / sum;
-        for (int j = 0; j < N; j++) o[j] *= inv;
+        for (int j = 0; j < N; j++) o[j] = br ? xr[j] + br[j] : xr[j];
+        softmax_row(o, N);
     }
 }
 
