@@ -73,10 +73,7 @@ static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
         if (off) t = op_slice(t, 1, off, np);
         blk[i] = op_window_partition(RESHAPE(t, b, s->h, s->w, C2), bh, bw, 0);
     }
-    int hl = H - hg;
-    tensor *logits = op_matmul(attn_split_heads(blk[0], hl), attn_split_heads(blk[1], hl), false, true,
-                               1.0f / sqrtf((float)d));
-    tensor *local = attn_merge_heads(op_matmul(op_softmax(logits, NULL), attn_split_heads(blk[2], hl), false, false, 1.0f));
+    tensor *local = op_attention(blk[0], blk[1], blk[2], H - hg, 1.0f / sqrtf((float)d), NULL, NULL, 1);
     if (s->dwc) {
         const nn_conv2d *lc = a->split_lepe ? &a->lepe_local : &a->lepe;
         tensor *ll = lepe_part(lc, RESHAPE(blk[2], b * nb, bh, bw, C2), C1, C2);
