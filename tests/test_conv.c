@@ -79,6 +79,25 @@ TEST(dwconv2d_matches_grouped_conv_and_grad) {
     }
     tensor *x = RANDN(&r, 1, 1, 5, 5, 4), *w = RANDN(&r, 1, 4, 1, 4, 4);
     EXPECT_ERROR(op_dwconv2d(x, w, NULL), "with k odd");
+    EXPECT_ERROR(op_dwconv2d(x, RANDN(&r, 1, 3, 1, 3, 3), NULL), "(C or a divisor of C, 1, k, k)");
+}
+
+/* kernels shared by groups of channels (FLatten's heads): channel c takes kernel c mod Cw, which is
+ * the plain depthwise conv with the kernels tiled over the channels */
+TEST(dwconv2d_shared_kernels_equal_tiled_kernels_and_grad) {
+    rng r;
+    rng_seed(&r, 55, RNG_TEST);
+    const int heads = 3, d = 2, k = 3;
+    tensor *x = LEAF(&r, 1, 2, 5, 4, heads * d), *w = LEAF(&r, 0.5f, d, 1, k, k), *b = LEAF(&r, 1, d);
+    tensor *tiled_w = TENSOR(heads * d, 1, k, k), *tiled_b = TENSOR(heads * d);
+    for (int c = 0; c < heads * d; c++) {
+        for (int t = 0; t < k * k; t++) tiled_w->data[c * k * k + t] = w->data[(c % d) * k * k + t];
+        tiled_b->data[c] = b->data[c % d];
+    }
+    tensor *shared = op_dwconv2d(x, w, b), *tiled = op_dwconv2d(x, tiled_w, tiled_b);
+    EXPECT(max_rel_diff(shared->data, tiled->data, tiled->numel) == 0, "shared kernels differ from tiled ones");
+    EXPECT(GRADCHECK(dw_fn, &k, x, w, b), "shared-kernel dwconv");
+    EXPECT_ERROR(op_dwconv2d(x, w, RANDN(&r, 1, 6)), "bias (6) for 2 kernels");
 }
 
 typedef struct {

@@ -33,15 +33,6 @@ static tensor *focus(tensor *x, tensor *temperature, float p) {
     return op_mul(op_div(x, op_l2norm(x)), norm);
 }
 
-/* the shared depthwise conv over each head's channels of v (b, h*w, C) */
-static tensor *head_dwc(const nn_conv2d *dwc, tensor *v, int h, int w, int heads) {
-    int b = v->shape[0], C = v->shape[2], d = C / heads;
-    tensor *x = op_permute(RESHAPE(v, b, h, w, heads, d), (int[]){0, 3, 1, 2, 4}); /* b, H, h, w, d */
-    x = nn_conv2d_forward(dwc, RESHAPE(x, b * heads, h, w, d));
-    x = op_permute(RESHAPE(x, b, heads, h, w, d), (int[]){0, 2, 3, 1, 4});
-    return RESHAPE(x, b, h * w, C);
-}
-
 static tensor *flatten_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     flatten_attn *a = (flatten_attn *)base;
     const attn_spec *s = &base->spec;
@@ -64,7 +55,9 @@ static tensor *flatten_forward(attn *base, tensor *q, tensor *k, tensor *v) {
         tensor *seq = RESHAPE(op_transpose(vp, 1, 2), b * C, 1, mk);
         vp = op_transpose(RESHAPE(op_interp_bilinear(seq, 1, nq), b, C, nq), 1, 2);
     }
-    tensor *local = head_dwc(&a->dwc, vp, s->h, s->w, H);
+    /* one depthwise kernel per head channel, shared by the heads */
+    int b = vp->shape[0], C = vp->shape[2];
+    tensor *local = RESHAPE(op_dwconv2d(RESHAPE(vp, b, s->h, s->w, C), a->dwc.w, a->dwc.b), b, s->h * s->w, C);
     if (!off) return op_add(out, local);
     tensor *patches = op_add(op_slice(out, 1, off, n - off), local);
     return op_concat(2, (tensor *[]){op_slice(out, 1, 0, off), patches}, 1);

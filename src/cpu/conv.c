@@ -95,17 +95,25 @@ void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const f
     }
 }
 
-void dwconv2d_forward(float *out, const float *x, const float *w, const float *b, int B, int H,
-                      int W, int C, int k, float *wt) {
-    int r = k / 2;
+/* wt (k*k, C) = the kernel of each channel c, w[c mod Cw], with its bias after it (C) when b */
+static void spread_weights(float *wt, const float *w, const float *b, int C, int Cw, int kk) {
     for (int c = 0; c < C; c++)
-        for (int t = 0; t < k * k; t++) wt[t * C + c] = w[c * k * k + t];
+        for (int t = 0; t < kk; t++) wt[t * C + c] = w[(c % Cw) * kk + t];
+    if (b)
+        for (int c = 0; c < C; c++) wt[kk * C + c] = b[c % Cw];
+}
+
+void dwconv2d_forward(float *out, const float *x, const float *w, const float *b, int B, int H,
+                      int W, int C, int Cw, int k, float *wt) {
+    int r = k / 2;
+    spread_weights(wt, w, b, C, Cw, k * k);
+    const float *bias = b ? wt + k * k * C : NULL;
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < (int64_t)B * H; row++) {
         int bi = (int)(row / H), y = (int)(row % H);
         for (int xx = 0; xx < W; xx++) {
             float *o = out + ((row * W) + xx) * C;
-            for (int c = 0; c < C; c++) o[c] = b ? b[c] : 0.0f;
+            for (int c = 0; c < C; c++) o[c] = bias ? bias[c] : 0.0f;
             for (int ky = 0; ky < k; ky++) {
                 int iy = y + ky - r;
                 if (iy < 0 || iy >= H) continue;
@@ -122,12 +130,12 @@ void dwconv2d_forward(float *out, const float *x, const float *w, const float *b
 }
 
 void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
-                       const float *w, int B, int H, int W, int C, int k, float *wt, float *partial) {
+                       const float *w, int B, int H, int W, int C, int Cw, int k, float *wt,
+                       float *partial) {
     int r = k / 2, kk = k * k;
     int64_t rows = (int64_t)B * H;
     if (dx) {
-        for (int c = 0; c < C; c++)
-            for (int t = 0; t < kk; t++) wt[t * C + c] = w[c * kk + t];
+        spread_weights(wt, w, NULL, C, Cw, kk);
         /* gather form: input pixel (y, x) collects from the outputs whose windows cover it */
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; row++) {
@@ -179,9 +187,9 @@ void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const
     for (int ch = 0; ch < DW_CHUNKS; ch++) {
         const float *pw = partial + ch * stride, *pb = pw + (size_t)kk * C;
         for (int c = 0; c < C; c++) {
-            if (db) db[c] += pb[c];
+            if (db) db[c % Cw] += pb[c];
             if (dw)
-                for (int t = 0; t < kk; t++) dw[c * kk + t] += pw[t * C + c];
+                for (int t = 0; t < kk; t++) dw[(c % Cw) * kk + t] += pw[t * C + c];
         }
     }
 }

@@ -15,14 +15,16 @@ void conv2d_forward(float *out, const float *x, const float *w, const float *b, 
 void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, const conv_geom *g, float *scratch);
 
-/* depthwise k x k, stride 1, zero padding k/2: x (B, H, W, C), w (C, k*k), b (C) or NULL;
- * wt scratch: k*k*C floats (the weights transposed so the channel loop is contiguous) */
+/* depthwise k x k, stride 1, zero padding k/2: x (B, H, W, C), w (Cw, k*k), b (Cw) or NULL with
+ * Cw dividing C, channel c taking kernel c mod Cw; wt scratch: (k*k + 1) * C floats (the weights
+ * spread over the channels so the channel loop is contiguous, then the bias) */
 void dwconv2d_forward(float *out, const float *x, const float *w, const float *b, int B, int H,
-                      int W, int C, int k, float *wt);
+                      int W, int C, int Cw, int k, float *wt);
 /* partial: scratch of DW_CHUNKS * (k*k + 1) * C floats for the deterministic dw/db reduction */
 #define DW_CHUNKS 16
 void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
-                       const float *w, int B, int H, int W, int C, int k, float *wt, float *partial);
+                       const float *w, int B, int H, int W, int C, int Cw, int k, float *wt,
+                       float *partial);
 
 /* x (B, H, W, C) -> out (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)) */
 void adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int C, int oh, int ow);

@@ -54,16 +54,16 @@ void op_conv2d_backward(tape_node *n) {
 }
 
 tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b) {
-    CHECK(x->ndim == 4 && w->ndim == 4 && w->shape[0] == x->shape[3] && w->shape[1] == 1 &&
-              w->shape[2] == w->shape[3] && w->shape[2] % 2 == 1,
-          "dwconv2d: weight %s must be (C, 1, k, k) with k odd for input %s", SHAPE_STR(w),
-          SHAPE_STR(x));
-    CHECK(!b || b->numel == x->shape[3], "dwconv2d: bias %s for %d channels", SHAPE_STR(b), x->shape[3]);
+    CHECK(x->ndim == 4 && w->ndim == 4 && w->shape[0] > 0 && x->shape[3] % w->shape[0] == 0 &&
+              w->shape[1] == 1 && w->shape[2] == w->shape[3] && w->shape[2] % 2 == 1,
+          "dwconv2d: weight %s must be (C or a divisor of C, 1, k, k) with k odd for input %s",
+          SHAPE_STR(w), SHAPE_STR(x));
+    CHECK(!b || b->numel == w->shape[0], "dwconv2d: bias %s for %d kernels", SHAPE_STR(b), w->shape[0]);
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
     tensor *out = tensor_like(x);
     arena_mark m = arena_get_mark(&vitc_arena);
-    float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)k * k * C);
-    dwconv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, B, H, W, C, k, wt);
+    float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(k * k + 1) * C);
+    dwconv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, B, H, W, C, w->shape[0], k, wt);
     op_macs += (double)out->numel * k * k;
     arena_release(&vitc_arena, m);
     tape_record(OP_DWCONV2D, out, 3, (tensor *[]){x, w, b});
@@ -78,9 +78,10 @@ void op_dwconv2d_backward(tape_node *n) {
     float *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     arena_mark m = arena_get_mark(&vitc_arena);
-    float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)k * k * C);
+    float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(k * k + 1) * C);
     float *partial = arena_alloc(&vitc_arena, sizeof(float) * DW_CHUNKS * (size_t)(k * k + 1) * C);
-    dwconv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, B, H, W, C, k, wt, partial);
+    dwconv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, B, H, W, C, w->shape[0], k, wt,
+                      partial);
     arena_release(&vitc_arena, m);
 }
 

@@ -65,7 +65,8 @@ tensor *op_mean(tensor *x, int dim, bool keepdim);
 /* channels-last conv: x (B, H, W, Cin), w (Cout, Cin/groups, kh, kw) as nn.Conv2d, b (Cout) or NULL
  * -> (B, Ho, Wo, Cout); zero padding */
 tensor *op_conv2d(tensor *x, tensor *w, tensor *b, int stride, int pad, int groups);
-/* depthwise, stride 1, 'same' zero padding (k odd): x (B, H, W, C), w (C, 1, k, k), b (C) or NULL */
+/* depthwise, stride 1, 'same' zero padding (k odd): x (B, H, W, C), w (Cw, 1, k, k), b (Cw) or NULL,
+ * Cw = C or a divisor of it: channel c takes kernel c mod Cw (FLatten's DWC, shared by the heads) */
 tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b);
 /* nn.AdaptiveAvgPool2d: x (B, H, W, C) -> (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)) */
 tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow);
