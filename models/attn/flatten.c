@@ -25,14 +25,6 @@ static attn *flatten_create(param_store *ps, const char *prefix, const attn_spec
     return &a->base;
 }
 
-/* f_p(relu(x) + 1e-6) / temperature, keeping each token's norm */
-static tensor *focus(tensor *x, tensor *temperature, float p) {
-    x = op_div(op_add_scalar(op_relu(x), 1e-6f), temperature);
-    tensor *norm = op_l2norm(x);
-    x = op_pow(x, p);
-    return op_mul(op_div(x, op_l2norm(x)), norm);
-}
-
 static tensor *flatten_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     flatten_attn *a = (flatten_attn *)base;
     const attn_spec *s = &base->spec;
@@ -40,12 +32,9 @@ static tensor *flatten_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     CHECK(m == a->pe->shape[1], "flatten attention: %d keys, positional_encoding has %d", m,
           a->pe->shape[1]);
     tensor *temperature = op_softplus(a->scale);
-    tensor *qh = attn_split_heads(focus(q, temperature, s->focusing_factor), H);
-    tensor *kh = attn_split_heads(focus(op_add(k, a->pe), temperature, s->focusing_factor), H);
-    /* out_i = q_i (kᵀv / m) / (q_i · mean(k) + 1e-6), per head */
-    tensor *kv = op_matmul(kh, attn_split_heads(v, H), true, false, 1.0f / (float)m);
-    tensor *z = op_pow(op_add_scalar(op_matmul(qh, op_mean(kh, 2, true), false, true, 1.0f), 1e-6f), -1.0f);
-    tensor *out = attn_merge_heads(op_mul(op_matmul(qh, kv, false, false, 1.0f), z));
+    tensor *qf = op_focus(q, temperature, s->focusing_factor);
+    tensor *kf = op_focus(op_add(k, a->pe), temperature, s->focusing_factor);
+    tensor *out = op_linear_attention(qf, kf, v, H);
     if (!s->dwc) return out;
     tensor *vp = off ? op_slice(v, 1, off, m - off) : v;
     if (s->hk != s->h || s->wk != s->w) {

@@ -101,6 +101,14 @@ tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool ge
 tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, tensor *bias,
                      const float *mask, int windows);
 
+/* ---- linear_attention.c (FLatten) ---- */
+/* the focusing function over the last dim: f_p(u) = |u| / |u^p| u^p with u = (relu(x) + 1e-6) / t,
+ * temperature t (C elements, > 0) */
+tensor *op_focus(tensor *x, tensor *temperature, float p);
+/* q (b, n, heads·d), k, v (b, m, heads·d) -> (b, n, heads·d): per head
+ * out_i = q_i (kᵀ v / m) / (q_i · mean_j k_j + 1e-6) */
+tensor *op_linear_attention(tensor *q, tensor *k, tensor *v, int heads);
+
 /* ---- loss.c ---- */
 /* mean over the batch of -sum_k target[b,k] log softmax(logits)[b,k]; logits, target (B, K) */
 tensor *op_cross_entropy(tensor *logits, tensor *target);

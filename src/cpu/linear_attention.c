@@ -1,0 +1,160 @@
+#include "linear_attention.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../core/threads.h"
+#include "matmul.h"
+
+static inline float kernel_feature(float x, float t) { return ((x > 0 ? x : 0.0f) + 1e-6f) / t; }
+static inline float power(float u, float p) { return p == 3.0f ? u * u * u : powf(u, p); }
+
+/* |u| and the max of u over a row; u^p is taken of u / max so that it cannot underflow (the
+ * focusing function is invariant to the scale of u^p) */
+static void row_stats(const float *x, const float *t, int C, float *norm, float *max) {
+    float s = 0, mx = 0;
+    for (int j = 0; j < C; j++) {
+        float u = kernel_feature(x[j], t[j]);
+        s += u * u;
+        mx = u > mx ? u : mx;
+    }
+    *norm = sqrtf(s);
+    *max = mx;
+}
+
+void focus_forward(float *y, const float *x, const float *t, float p, int64_t rows, int C) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C, n1, mx, s2 = 0;
+        row_stats(xr, t, C, &n1, &mx);
+        for (int j = 0; j < C; j++) {
+            float w = power(kernel_feature(xr[j], t[j]) / mx, p);
+            s2 += w * w;
+            yr[j] = w;
+        }
+        float ratio = n1 / sqrtf(s2);
+        for (int j = 0; j < C; j++) yr[j] *= ratio;
+    }
+}
+
+void focus_backward(float *dx, float *dt, const float *dy, const float *x, const float *t, float p,
+                    int64_t rows, int C, float *partial) {
+    int threads = vitc_threads();
+    if (dt) memset(partial, 0, sizeof(float) * (size_t)threads * C);
+    /* y = n1 ŵ with n1 = |u|, ŵ = w / |w|, w = u^p: with c = g·ŵ,
+     *   dL/du_j = (g_j - c ŵ_j) n1 p ŵ_j / u_j + c u_j / n1 */
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * C, *g = dy + r * C;
+        float *pt = partial + (size_t)vitc_thread_id() * C;
+        float n1, mx, s2 = 0, gw = 0;
+        row_stats(xr, t, C, &n1, &mx);
+        for (int j = 0; j < C; j++) {
+            float w = power(kernel_feature(xr[j], t[j]) / mx, p);
+            s2 += w * w;
+            gw += g[j] * w;
+        }
+        float n2 = sqrtf(s2), c = gw / n2;
+        for (int j = 0; j < C; j++) {
+            float u = kernel_feature(xr[j], t[j]), wh = power(u / mx, p) / n2;
+            float du = (g[j] - c * wh) * n1 * p * wh / u + c * u / n1;
+            if (dx && xr[j] > 0) dx[r * C + j] += du / t[j];
+            if (dt) pt[j] -= du * u / t[j];
+        }
+    }
+    if (dt)
+        for (int i = 0; i < threads; i++)
+            for (int j = 0; j < C; j++) dt[j] += partial[(size_t)i * C + j];
+}
+
+static bool pairs_in_parallel(const lin_attn_dims *a) { return a->seqs * a->heads >= 2 * vitc_threads(); }
+
+static void forward_pair(float *out, float *kv, float *kmean, float *z, const float *q,
+                         const float *k, const float *v, const lin_attn_dims *a, int pair) {
+    int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
+    const float *qs = q + (size_t)s * n * C + h * d, *ks = k + (size_t)s * m * C + h * d;
+    float *os = out + (size_t)s * n * C + h * d;
+    float *kvp = kv + (size_t)pair * d * d, *kmp = kmean + (size_t)pair * d, *zp = z + (size_t)pair * n;
+    gemm_strided(true, false, d, d, m, 1.0f / m, ks, C, v + (size_t)s * m * C + h * d, C, 0.0f, kvp, d);
+    for (int e = 0; e < d; e++) kmp[e] = 0;
+    for (int j = 0; j < m; j++)
+        for (int e = 0; e < d; e++) kmp[e] += ks[(size_t)j * C + e];
+    for (int e = 0; e < d; e++) kmp[e] /= m;
+    gemm_strided(false, false, n, d, d, 1.0f, qs, C, kvp, d, 0.0f, os, C);
+    for (int i = 0; i < n; i++) {
+        float dot = 0;
+        for (int e = 0; e < d; e++) dot += qs[(size_t)i * C + e] * kmp[e];
+        zp[i] = 1.0f / (dot + 1e-6f);
+        for (int e = 0; e < d; e++) os[(size_t)i * C + e] *= zp[i];
+    }
+}
+
+void linear_attention_forward(float *out, float *kv, float *kmean, float *z, const float *q,
+                              const float *k, const float *v, const lin_attn_dims *a) {
+    int pairs = a->seqs * a->heads;
+    if (pairs_in_parallel(a)) {
+#pragma omp parallel for schedule(static)
+        for (int p = 0; p < pairs; p++) forward_pair(out, kv, kmean, z, q, k, v, a, p);
+    } else {
+        for (int p = 0; p < pairs; p++) forward_pair(out, kv, kmean, z, q, k, v, a, p);
+    }
+}
+
+/* per thread: P and then G z (n, d), d kv (d, d), d kmean (d), a (n) */
+static size_t scratch_per_thread(const lin_attn_dims *a) {
+    return (size_t)a->n * a->d + (size_t)a->d * a->d + a->d + a->n;
+}
+
+size_t linear_attention_scratch_floats(const lin_attn_dims *a) {
+    return (size_t)vitc_threads() * scratch_per_thread(a);
+}
+
+static void backward_pair(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *kv, const float *kmean,
+                          const float *z, const lin_attn_dims *a, int pair, float *scratch) {
+    int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
+    size_t qo = (size_t)s * n * C + h * d, ko = (size_t)s * m * C + h * d;
+    const float *kvp = kv + (size_t)pair * d * d, *kmp = kmean + (size_t)pair * d, *zp = z + (size_t)pair * n;
+    float *gz = scratch, *dkv = gz + (size_t)n * d, *dkm = dkv + (size_t)d * d, *an = dkm + d;
+    /* P = q kv (the output before the normaliser), then dL/d(q·kmean)_i = -(g_i · P_i) z_i² */
+    gemm_strided(false, false, n, d, d, 1.0f, q + qo, C, kvp, d, 0.0f, gz, d);
+    for (int i = 0; i < n; i++) {
+        const float *g = dout + qo + (size_t)i * C;
+        float *row = gz + (size_t)i * d, dz = 0;
+        for (int e = 0; e < d; e++) dz += g[e] * row[e];
+        an[i] = -dz * zp[i] * zp[i];
+        for (int e = 0; e < d; e++) row[e] = g[e] * zp[i]; /* now G z */
+    }
+    /* d kv = qᵀ (G z), d kmean = Σ_i a_i q_i */
+    gemm_strided(true, false, d, d, n, 1.0f, q + qo, C, gz, d, 0.0f, dkv, d);
+    for (int e = 0; e < d; e++) dkm[e] = 0;
+    for (int i = 0; i < n; i++)
+        for (int e = 0; e < d; e++) dkm[e] += an[i] * q[qo + (size_t)i * C + e];
+    if (dq) {
+        gemm_strided(false, true, n, d, d, 1.0f, gz, d, kvp, d, 1.0f, dq + qo, C);
+        for (int i = 0; i < n; i++)
+            for (int e = 0; e < d; e++) dq[qo + (size_t)i * C + e] += an[i] * kmp[e];
+    }
+    /* kv = kᵀ v / m, kmean = mean_j k_j */
+    if (dk) {
+        gemm_strided(false, true, m, d, d, 1.0f / m, v + ko, C, dkv, d, 1.0f, dk + ko, C);
+        for (int j = 0; j < m; j++)
+            for (int e = 0; e < d; e++) dk[ko + (size_t)j * C + e] += dkm[e] / m;
+    }
+    if (dv) gemm_strided(false, false, m, d, d, 1.0f / m, k + ko, C, dkv, d, 1.0f, dv + ko, C);
+}
+
+void linear_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                               const float *k, const float *v, const float *kv, const float *kmean,
+                               const float *z, const lin_attn_dims *a, float *scratch) {
+    int pairs = a->seqs * a->heads;
+    size_t per = scratch_per_thread(a);
+    if (pairs_in_parallel(a)) {
+#pragma omp parallel for schedule(static)
+        for (int p = 0; p < pairs; p++)
+            backward_pair(dq, dk, dv, dout, q, k, v, kv, kmean, z, a, p, scratch + vitc_thread_id() * per);
+    } else {
+        for (int p = 0; p < pairs; p++) backward_pair(dq, dk, dv, dout, q, k, v, kv, kmean, z, a, p, scratch);
+    }
+}

@@ -1,0 +1,67 @@
+/* FLatten's core as two ops: the focusing function of the kernel features, and linear attention with
+ * the mean normaliser. Each keeps what its backward needs and nothing between (the unfused chain kept
+ * eight intermediates per feature map, split copies of q, k, v and the unnormalised output). */
+#include "../core/arena.h"
+#include "../core/check.h"
+#include "../core/tape.h"
+#include "../core/threads.h"
+#include "../cpu/linear_attention.h"
+#include "backward.h"
+#include "op_table.h"
+#include "ops.h"
+
+tensor *op_focus(tensor *x, tensor *temperature, float p) {
+    int C = x->shape[x->ndim - 1];
+    CHECK(temperature->numel == C, "focus: temperature %s for %d channels", SHAPE_STR(temperature), C);
+    CHECK(p > 0, "focus: power %g must be positive", p);
+    tensor *out = tensor_like(x);
+    focus_forward(out->data, x->data, temperature->data, p, x->numel / C, C);
+    tape_node *n = tape_record(OP_FOCUS, out, 2, (tensor *[]){x, temperature});
+    if (n) n->farg[0] = p;
+    return out;
+}
+
+void op_focus_backward(tape_node *n) {
+    tensor *x = n->in[0], *t = n->in[1];
+    int C = x->shape[x->ndim - 1];
+    float *dx = x->requires_grad ? tensor_grad(x) : NULL, *dt = t->requires_grad ? tensor_grad(t) : NULL;
+    arena_mark m = arena_get_mark(&vitc_arena);
+    float *partial = arena_alloc(&vitc_arena, sizeof(float) * (size_t)vitc_threads() * C);
+    focus_backward(dx, dt, n->out->grad, x->data, t->data, n->farg[0], x->numel / C, C, partial);
+    arena_release(&vitc_arena, m);
+}
+
+tensor *op_linear_attention(tensor *q, tensor *k, tensor *v, int heads) {
+    CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3 && k->shape[0] == q->shape[0] &&
+              v->shape[0] == q->shape[0] && v->shape[1] == k->shape[1] &&
+              k->shape[2] == q->shape[2] && v->shape[2] == q->shape[2],
+          "linear_attention: q %s, k %s, v %s are not (b, n, C), (b, m, C), (b, m, C)",
+          SHAPE_STR(q), SHAPE_STR(k), SHAPE_STR(v));
+    CHECK(heads > 0 && q->shape[2] % heads == 0,
+          "linear_attention: %d channels do not split into %d heads", q->shape[2], heads);
+    lin_attn_dims a = {q->shape[0], q->shape[1], k->shape[1], heads, q->shape[2] / heads};
+    tensor *out = tensor_like(q), *kv = TENSOR(a.seqs, heads, a.d, a.d);
+    tensor *kmean = TENSOR(a.seqs, heads, a.d), *z = TENSOR(a.seqs, heads, a.n);
+    linear_attention_forward(out->data, kv->data, kmean->data, z->data, q->data, k->data, v->data, &a);
+    /* as the matmuls of the unfused form: kᵀv, q·kv and q·mean(k) */
+    op_macs += (double)a.seqs * heads * ((double)a.d * a.d * (a.m + a.n) + (double)a.n * a.d);
+    tape_node *n = tape_record(OP_LINEAR_ATTENTION, out, 3, (tensor *[]){q, k, v});
+    if (n) {
+        n->saved[0] = kv, n->saved[1] = kmean, n->saved[2] = z;
+        n->iarg[0] = heads;
+    }
+    return out;
+}
+
+void op_linear_attention_backward(tape_node *n) {
+    tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    lin_attn_dims a = {q->shape[0], q->shape[1], k->shape[1], n->iarg[0], q->shape[2] / n->iarg[0]};
+    /* gradient buffers first: the scratch after the mark is released below */
+    float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
+    float *dv = v->requires_grad ? tensor_grad(v) : NULL;
+    arena_mark m = arena_get_mark(&vitc_arena);
+    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * linear_attention_scratch_floats(&a));
+    linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data, n->saved[0]->data,
+                              n->saved[1]->data, n->saved[2]->data, &a, scratch);
+    arena_release(&vitc_arena, m);
+}
