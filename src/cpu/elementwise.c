@@ -84,13 +84,15 @@ void binary_forward(binary_op op, float *out, const float *a, const float *b, co
             for (int64_t j = 0; j < L; j++) out[r * L + j] = apply(op, a[r * L + j], b[r]);
         break;
     }
-    default:
+    default: { /* rows of the last dim: one index decomposition per row, strided inner loop */
+        int64_t L = bc->out[4], sa = bc->stride_a[4], sb = bc->stride_b[4];
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++) {
+        for (int64_t r = 0; r < n / L; r++) {
             int64_t ia, ib;
-            offsets(bc, i, &ia, &ib);
-            out[i] = apply(op, a[ia], b[ib]);
+            offsets(bc, r * L, &ia, &ib);
+            for (int64_t j = 0; j < L; j++) out[r * L + j] = apply(op, a[ia + j * sa], b[ib + j * sb]);
         }
+    }
     }
 }
 
