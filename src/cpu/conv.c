@@ -245,7 +245,14 @@ static void interp_axis(int in, int out, int o, int *i0, int *i1, float *l1) {
     *l1 = src - (float)*i0;
 }
 
+/* the column taps of every output column, shared by all rows and planes */
+#define COLUMN_TAPS(wi, wo)                                                                        \
+    int x0s[wo], x1s[wo];                                                                          \
+    float lxs[wo];                                                                                 \
+    for (int ox = 0; ox < (wo); ox++) interp_axis((wi), (wo), ox, &x0s[ox], &x1s[ox], &lxs[ox])
+
 void interp_bilinear_forward(float *out, const float *x, int P, int hi, int wi, int ho, int wo) {
+    COLUMN_TAPS(wi, wo);
 #pragma omp parallel for schedule(static)
     for (int p = 0; p < P; p++) {
         const float *src = x + (int64_t)p * hi * wi;
@@ -254,18 +261,19 @@ void interp_bilinear_forward(float *out, const float *x, int P, int hi, int wi, 
             int y0, y1;
             float ly;
             interp_axis(hi, ho, oy, &y0, &y1, &ly);
+            const float *r0 = src + y0 * wi, *r1 = src + y1 * wi;
             for (int ox = 0; ox < wo; ox++) {
-                int x0, x1;
-                float lx;
-                interp_axis(wi, wo, ox, &x0, &x1, &lx);
-                dst[oy * wo + ox] = (1 - ly) * ((1 - lx) * src[y0 * wi + x0] + lx * src[y0 * wi + x1]) +
-                                    ly * ((1 - lx) * src[y1 * wi + x0] + lx * src[y1 * wi + x1]);
+                float lx = lxs[ox];
+                int x0 = x0s[ox], x1 = x1s[ox];
+                dst[oy * wo + ox] = (1 - ly) * ((1 - lx) * r0[x0] + lx * r0[x1]) +
+                                    ly * ((1 - lx) * r1[x0] + lx * r1[x1]);
             }
         }
     }
 }
 
 void interp_bilinear_backward(float *dx, const float *dout, int P, int hi, int wi, int ho, int wo) {
+    COLUMN_TAPS(wi, wo);
 #pragma omp parallel for schedule(static)
     for (int p = 0; p < P; p++) {
         float *d = dx + (int64_t)p * hi * wi;
@@ -275,10 +283,8 @@ void interp_bilinear_backward(float *dx, const float *dout, int P, int hi, int w
             float ly;
             interp_axis(hi, ho, oy, &y0, &y1, &ly);
             for (int ox = 0; ox < wo; ox++) {
-                int x0, x1;
-                float lx;
-                interp_axis(wi, wo, ox, &x0, &x1, &lx);
-                float v = g[oy * wo + ox];
+                int x0 = x0s[ox], x1 = x1s[ox];
+                float lx = lxs[ox], v = g[oy * wo + ox];
                 d[y0 * wi + x0] += (1 - ly) * (1 - lx) * v;
                 d[y0 * wi + x1] += (1 - ly) * lx * v;
                 d[y1 * wi + x0] += ly * (1 - lx) * v;
