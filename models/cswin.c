@@ -118,11 +118,10 @@ static tensor *branch_forward(attn *a, tensor *const *qkv, int B, int R) {
 
 static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const forward_opts *o) {
     int B = x->shape[0], C = x->shape[2], nb = b->n_branches, Cb = C / nb;
-    tensor *qkv[3], *out[2];
-    nn_linear_chunks(&b->qkv, nn_layernorm_forward(&b->norm1, x), 3, qkv);
-    for (int br = 0; br < nb; br++) {
+    tensor *y = nn_layernorm_forward(&b->norm1, x), *out[2];
+    for (int br = 0; br < nb; br++) { /* the branch's channels of q, k and v, each from its own GEMM */
         tensor *mine[3];
-        for (int i = 0; i < 3; i++) mine[i] = nb == 1 ? qkv[i] : op_slice(qkv[i], 2, br * Cb, Cb);
+        for (int i = 0; i < 3; i++) mine[i] = op_linear_rows(y, b->qkv.w, b->qkv.b, i * C + br * Cb, Cb);
         out[br] = branch_forward(b->branch[br], mine, B, R);
     }
     tensor *a = nb == 1 ? out[0] : op_concat(2, out, 2);
