@@ -77,3 +77,59 @@ TEST(linear_attention_matches_naive_reference_and_grad) {
     EXPECT_ERROR(op_linear_attention(q, k, q, 2), "are not (b, n, C), (b, m, C), (b, m, C)");
     EXPECT_ERROR(op_linear_attention(q, k, k, 4), "6 channels do not split into 4 heads");
 }
+
+typedef struct {
+    int heads, c0, channels;
+} softmax_lin_ctx;
+
+static tensor *softmax_lin_fn(tensor **in, const void *ctx) {
+    const softmax_lin_ctx *c = ctx;
+    return op_softmax_linear_attention(in[0], in[1], in[2], c->heads, c->c0, c->channels);
+}
+
+/* out[s, i, h*d + e] = sum_f softmax_f(q_i)[f] sum_j softmax_j(k[:, f])[j] v_j[e], channels from c0 */
+static void softmax_lin_naive(float *out, const tensor *q, const tensor *k, const tensor *v,
+                              const softmax_lin_ctx *c) {
+    int b = q->shape[0], n = q->shape[1], m = k->shape[1], C = q->shape[2], d = c->channels / c->heads;
+    for (int s = 0; s < b; s++)
+        for (int h = 0; h < c->heads; h++) {
+            int off = c->c0 + h * d;
+            double ctx[4][4] = {{0}};
+            for (int f = 0; f < d; f++) {
+                double z = 0;
+                for (int j = 0; j < m; j++) z += exp(k->data[(s * m + j) * C + off + f]);
+                for (int j = 0; j < m; j++)
+                    for (int e = 0; e < d; e++)
+                        ctx[f][e] += exp(k->data[(s * m + j) * C + off + f]) / z * v->data[(s * m + j) * C + off + e];
+            }
+            for (int i = 0; i < n; i++) {
+                double z = 0;
+                for (int f = 0; f < d; f++) z += exp(q->data[(s * n + i) * C + off + f]);
+                for (int e = 0; e < d; e++) {
+                    double o = 0;
+                    for (int f = 0; f < d; f++) o += exp(q->data[(s * n + i) * C + off + f]) / z * ctx[f][e];
+                    out[(s * n + i) * c->channels + h * d + e] = (float)o;
+                }
+            }
+        }
+}
+
+TEST(softmax_linear_attention_matches_naive_reference_and_grad) {
+    rng r;
+    rng_seed(&r, 43, RNG_TEST);
+    /* (sequences, heads): one pair, eight pairs; the op's channels start at 2 of 2 + heads·3 + 1 */
+    const int shapes[2][2] = {{1, 1}, {4, 2}};
+    for (int t = 0; t < 2; t++) {
+        int b = shapes[t][0], H = shapes[t][1], C = 3 * H + 3;
+        softmax_lin_ctx c = {H, 2, 3 * H};
+        tensor *q = LEAF(&r, 1, b, 5, C), *k = LEAF(&r, 1, b, 6, C), *v = LEAF(&r, 1, b, 6, C);
+        tensor *y = softmax_lin_fn((tensor *[]){q, k, v}, &c);
+        float ref[4 * 5 * 6];
+        softmax_lin_naive(ref, q, k, v, &c);
+        double err = max_rel_diff(y->data, ref, y->numel);
+        EXPECT(y->shape[2] == 3 * H && err < 1e-5, "sequences %d, heads %d: differs by %g", b, H, err);
+        EXPECT(GRADCHECK(softmax_lin_fn, &c, q, k, v), "sequences %d, heads %d", b, H);
+    }
+    tensor *q = RANDN(&r, 1, 2, 4, 6);
+    EXPECT_ERROR(op_softmax_linear_attention(q, q, q, 2, 4, 4), "channels 4..8 of (2, 4, 6) in 2 heads");
+}

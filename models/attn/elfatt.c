@@ -55,13 +55,9 @@ static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     CHECK(np == s->h * s->w && bh * s->block_size == s->h && bw * s->block_size == s->w,
           "elfatt: %d tokens, %dx%d grid, %d blocks per side", n, s->h, s->w, s->block_size);
     /* global heads: softmax(Q) over features, softmax(K) over tokens (K̂ᵀ directly), linear in n */
-    tensor *qg = op_softmax(attn_split_heads(op_slice(q, 2, 0, C1), hg), NULL);
-    tensor *kt = op_softmax(op_transpose(attn_split_heads(op_slice(k, 2, 0, C1), hg), 2, 3), NULL);
-    tensor *vg = op_slice(v, 2, 0, C1);
-    tensor *ctx = op_matmul(kt, attn_split_heads(vg, hg), false, false, 1.0f); /* (b, hg, d, d) */
-    tensor *global = attn_merge_heads(op_matmul(qg, ctx, false, false, 1.0f));
+    tensor *global = op_softmax_linear_attention(q, k, v, hg, 0, C1);
     if (s->dwc) {
-        tensor *vgp = off ? op_slice(vg, 1, off, np) : vg;
+        tensor *vg = op_slice(v, 2, 0, C1), *vgp = off ? op_slice(vg, 1, off, np) : vg;
         tensor *lg = RESHAPE(lepe_part(&a->lepe, RESHAPE(vgp, b, s->h, s->w, C1), 0, C1), b, np, C1);
         global = off ? op_concat(2, (tensor *[]){op_slice(global, 1, 0, off), op_add(op_slice(global, 1, off, np), lg)}, 1)
                      : op_add(global, lg);

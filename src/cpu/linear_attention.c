@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "../core/threads.h"
+#include "fast_exp.h"
 #include "matmul.h"
+#include "norm.h"
 
 static inline float kernel_feature(float x, float t) { return ((x > 0 ? x : 0.0f) + 1e-6f) / t; }
 static inline float power(float u, float p) { return p == 3.0f ? u * u * u : powf(u, p); }
@@ -156,5 +158,119 @@ void linear_attention_backward(float *dq, float *dk, float *dv, const float *dou
             backward_pair(dq, dk, dv, dout, q, k, v, kv, kmean, z, a, p, scratch + vitc_thread_id() * per);
     } else {
         for (int p = 0; p < pairs; p++) backward_pair(dq, dk, dv, dout, q, k, v, kv, kmean, z, a, p, scratch);
+    }
+}
+
+/* kh (m, d) = softmax over the m tokens of each channel of a head's k (row stride C) */
+static void softmax_tokens(float *kh, const float *k, int m, int d, int C) {
+    float mx[d], sum[d];
+    for (int e = 0; e < d; e++) mx[e] = -INFINITY, sum[e] = 0;
+    for (int j = 0; j < m; j++)
+        for (int e = 0; e < d; e++) mx[e] = k[(size_t)j * C + e] > mx[e] ? k[(size_t)j * C + e] : mx[e];
+    for (int j = 0; j < m; j++)
+        for (int e = 0; e < d; e++) {
+            float x = fast_expf(k[(size_t)j * C + e] - mx[e]);
+            kh[(size_t)j * d + e] = x;
+            sum[e] += x;
+        }
+    for (int e = 0; e < d; e++) sum[e] = 1.0f / sum[e];
+    for (int j = 0; j < m; j++)
+        for (int e = 0; e < d; e++) kh[(size_t)j * d + e] *= sum[e];
+}
+
+/* qh (n, d) = softmax over the d features of each token of a head's q (row stride C) */
+static void softmax_features(float *qh, const float *q, int n, int d, int C) {
+    for (int i = 0; i < n; i++) {
+        for (int e = 0; e < d; e++) qh[(size_t)i * d + e] = q[(size_t)i * C + e];
+        softmax_row(qh + (size_t)i * d, d);
+    }
+}
+
+static bool softmax_lin_pairs_in_parallel(const softmax_lin_dims *a) {
+    return a->seqs * a->heads >= 2 * vitc_threads();
+}
+
+/* per thread: qh (n, d), kh (m, d), and for the backward dqh (n, d), dkh (m, d), dctx (d, d) */
+static size_t softmax_lin_per_thread(const softmax_lin_dims *a) {
+    return 2 * ((size_t)a->n + a->m) * a->d + (size_t)a->d * a->d;
+}
+
+size_t softmax_linear_attention_scratch_floats(const softmax_lin_dims *a) {
+    return (size_t)vitc_threads() * softmax_lin_per_thread(a);
+}
+
+static void softmax_lin_forward_pair(float *out, float *ctx, const float *q, const float *k,
+                                     const float *v, const softmax_lin_dims *a, int pair, float *scratch) {
+    int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->C;
+    int Co = a->heads * d;
+    size_t qo = (size_t)s * n * C + a->c0 + h * d, ko = (size_t)s * m * C + a->c0 + h * d;
+    float *qh = scratch, *kh = qh + (size_t)n * d, *cp = ctx + (size_t)pair * d * d;
+    softmax_tokens(kh, k + ko, m, d, C);
+    gemm_strided(true, false, d, d, m, 1.0f, kh, d, v + ko, C, 0.0f, cp, d);
+    softmax_features(qh, q + qo, n, d, C);
+    gemm_strided(false, false, n, d, d, 1.0f, qh, d, cp, d, 0.0f, out + (size_t)s * n * Co + h * d, Co);
+}
+
+void softmax_linear_attention_forward(float *out, float *ctx, const float *q, const float *k,
+                                      const float *v, const softmax_lin_dims *a, float *scratch) {
+    int pairs = a->seqs * a->heads;
+    size_t per = softmax_lin_per_thread(a);
+    if (softmax_lin_pairs_in_parallel(a)) {
+#pragma omp parallel for schedule(static)
+        for (int p = 0; p < pairs; p++)
+            softmax_lin_forward_pair(out, ctx, q, k, v, a, p, scratch + vitc_thread_id() * per);
+    } else {
+        for (int p = 0; p < pairs; p++) softmax_lin_forward_pair(out, ctx, q, k, v, a, p, scratch);
+    }
+}
+
+static void softmax_lin_backward_pair(float *dq, float *dk, float *dv, const float *dout,
+                                      const float *q, const float *k, const float *v,
+                                      const float *ctx, const softmax_lin_dims *a, int pair,
+                                      float *scratch) {
+    int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->C;
+    int Co = a->heads * d;
+    size_t qo = (size_t)s * n * C + a->c0 + h * d, ko = (size_t)s * m * C + a->c0 + h * d;
+    const float *g = dout + (size_t)s * n * Co + h * d, *cp = ctx + (size_t)pair * d * d;
+    float *qh = scratch, *kh = qh + (size_t)n * d, *dqh = kh + (size_t)m * d, *dkh = dqh + (size_t)n * d;
+    float *dctx = dkh + (size_t)m * d;
+    softmax_tokens(kh, k + ko, m, d, C);
+    softmax_features(qh, q + qo, n, d, C);
+    /* out = qh ctx, ctx = khᵀ v */
+    gemm_strided(true, false, d, d, n, 1.0f, qh, d, g, Co, 0.0f, dctx, d);
+    if (dq) {
+        gemm_strided(false, true, n, d, d, 1.0f, g, Co, cp, d, 0.0f, dqh, d);
+        for (int i = 0; i < n; i++) { /* softmax over features */
+            const float *y = qh + (size_t)i * d, *gy = dqh + (size_t)i * d;
+            float dot = 0;
+            for (int e = 0; e < d; e++) dot += gy[e] * y[e];
+            for (int e = 0; e < d; e++) dq[qo + (size_t)i * C + e] += y[e] * (gy[e] - dot);
+        }
+    }
+    if (dv) gemm_strided(false, false, m, d, d, 1.0f, kh, d, dctx, d, 1.0f, dv + ko, C);
+    if (dk) {
+        gemm_strided(false, true, m, d, d, 1.0f, v + ko, C, dctx, d, 0.0f, dkh, d);
+        float dot[d]; /* softmax over tokens: per channel */
+        for (int e = 0; e < d; e++) dot[e] = 0;
+        for (int j = 0; j < m; j++)
+            for (int e = 0; e < d; e++) dot[e] += dkh[(size_t)j * d + e] * kh[(size_t)j * d + e];
+        for (int j = 0; j < m; j++)
+            for (int e = 0; e < d; e++)
+                dk[ko + (size_t)j * C + e] += kh[(size_t)j * d + e] * (dkh[(size_t)j * d + e] - dot[e]);
+    }
+}
+
+void softmax_linear_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                       const float *q, const float *k, const float *v,
+                                       const float *ctx, const softmax_lin_dims *a, float *scratch) {
+    int pairs = a->seqs * a->heads;
+    size_t per = softmax_lin_per_thread(a);
+    if (softmax_lin_pairs_in_parallel(a)) {
+#pragma omp parallel for schedule(static)
+        for (int p = 0; p < pairs; p++)
+            softmax_lin_backward_pair(dq, dk, dv, dout, q, k, v, ctx, a, p, scratch + vitc_thread_id() * per);
+    } else {
+        for (int p = 0; p < pairs; p++)
+            softmax_lin_backward_pair(dq, dk, dv, dout, q, k, v, ctx, a, p, scratch);
     }
 }

@@ -1,6 +1,7 @@
-/* FLatten's kernels: the focusing function on token rows and linear attention with the mean
- * normaliser on token layouts (seqs, tokens, heads·d), heads read in place through the GEMMs' leading
- * dimensions. Backward kernels accumulate (+=). */
+/* Linear attention kernels: FLatten's focusing function on token rows and its linear attention with
+ * the mean normaliser, and ELFATT's global heads (softmax-normalised linear attention), on token
+ * layouts (seqs, tokens, heads·d), heads read in place through the GEMMs' leading dimensions.
+ * Backward kernels accumulate (+=). */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -25,3 +26,19 @@ size_t linear_attention_scratch_floats(const lin_attn_dims *a);
 void linear_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                const float *k, const float *v, const float *kv, const float *kmean,
                                const float *z, const lin_attn_dims *a, float *scratch);
+
+/* ELFATT's global heads on channels [c0, c0 + heads·d) of q (seqs, n, C), k, v (seqs, m, C):
+ * out (seqs, n, heads·d) = softmax_features(q) (softmax_tokens(k)ᵀ v) per sequence and head (no
+ * scale); writes ctx (seqs, heads, d, d) = softmax_tokens(k)ᵀ v for the backward */
+typedef struct softmax_lin_dims {
+    int seqs, n, m, heads, d, C, c0;
+} softmax_lin_dims;
+void softmax_linear_attention_forward(float *out, float *ctx, const float *q, const float *k,
+                                      const float *v, const softmax_lin_dims *a, float *scratch);
+/* floats of scratch the forward and the backward need */
+size_t softmax_linear_attention_scratch_floats(const softmax_lin_dims *a);
+/* dq, dk, dv (shaped like q, k, v: only the channels of the op) += the gradients given dout; any NULL
+ * is skipped */
+void softmax_linear_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                       const float *q, const float *k, const float *v,
+                                       const float *ctx, const softmax_lin_dims *a, float *scratch);

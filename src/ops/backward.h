@@ -34,5 +34,6 @@ void op_dropout_backward(tape_node *n);
 void op_residual_linear_backward(tape_node *n);
 void op_focus_backward(tape_node *n);
 void op_linear_attention_backward(tape_node *n);
+void op_softmax_linear_attention_backward(tape_node *n);
 void op_cross_entropy_backward(tape_node *n);
 void op_attention_backward(tape_node *n);

@@ -1,6 +1,7 @@
-/* FLatten's core as two ops: the focusing function of the kernel features, and linear attention with
- * the mean normaliser. Each keeps what its backward needs and nothing between (the unfused chain kept
- * eight intermediates per feature map, split copies of q, k, v and the unnormalised output). */
+/* Linear attention ops. FLatten's core as two: the focusing function of the kernel features, and
+ * linear attention with the mean normaliser; ELFATT's global heads as one. Each keeps what its
+ * backward needs and nothing between (the unfused chains kept slices and split copies of q, k, v,
+ * every softmax and the unnormalised outputs). */
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/tape.h"
@@ -63,5 +64,47 @@ void op_linear_attention_backward(tape_node *n) {
     float *scratch = arena_alloc(&vitc_arena, sizeof(float) * linear_attention_scratch_floats(&a));
     linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data, n->saved[0]->data,
                               n->saved[1]->data, n->saved[2]->data, &a, scratch);
+    arena_release(&vitc_arena, m);
+}
+
+static softmax_lin_dims softmax_lin_dims_of(const tensor *q, const tensor *k, int heads, int c0, int channels) {
+    return (softmax_lin_dims){q->shape[0], q->shape[1], k->shape[1], heads, channels / heads, q->shape[2], c0};
+}
+
+tensor *op_softmax_linear_attention(tensor *q, tensor *k, tensor *v, int heads, int c0, int channels) {
+    CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3 && k->shape[0] == q->shape[0] &&
+              v->shape[0] == q->shape[0] && v->shape[1] == k->shape[1] &&
+              k->shape[2] == q->shape[2] && v->shape[2] == q->shape[2],
+          "softmax_linear_attention: q %s, k %s, v %s are not (b, n, C), (b, m, C), (b, m, C)",
+          SHAPE_STR(q), SHAPE_STR(k), SHAPE_STR(v));
+    CHECK(heads > 0 && channels > 0 && channels % heads == 0 && c0 >= 0 && c0 + channels <= q->shape[2],
+          "softmax_linear_attention: channels %d..%d of %s in %d heads", c0, c0 + channels,
+          SHAPE_STR(q), heads);
+    softmax_lin_dims a = softmax_lin_dims_of(q, k, heads, c0, channels);
+    tensor *out = TENSOR(a.seqs, a.n, channels), *ctx = TENSOR(a.seqs, heads, a.d, a.d);
+    arena_mark mark = arena_get_mark(&vitc_arena);
+    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * softmax_linear_attention_scratch_floats(&a));
+    softmax_linear_attention_forward(out->data, ctx->data, q->data, k->data, v->data, &a, scratch);
+    arena_release(&vitc_arena, mark);
+    /* as the matmuls of the unfused form: softmax(k)ᵀv and softmax(q)·ctx */
+    op_macs += (double)a.seqs * heads * a.d * a.d * ((double)a.m + a.n);
+    tape_node *n = tape_record(OP_SOFTMAX_LINEAR_ATTENTION, out, 3, (tensor *[]){q, k, v});
+    if (n) {
+        n->saved[0] = ctx;
+        n->iarg[0] = heads, n->iarg[1] = c0, n->iarg[2] = channels;
+    }
+    return out;
+}
+
+void op_softmax_linear_attention_backward(tape_node *n) {
+    tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    softmax_lin_dims a = softmax_lin_dims_of(q, k, n->iarg[0], n->iarg[1], n->iarg[2]);
+    /* gradient buffers first: the scratch after the mark is released below */
+    float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
+    float *dv = v->requires_grad ? tensor_grad(v) : NULL;
+    arena_mark m = arena_get_mark(&vitc_arena);
+    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * softmax_linear_attention_scratch_floats(&a));
+    softmax_linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data,
+                                      n->saved[0]->data, &a, scratch);
     arena_release(&vitc_arena, m);
 }

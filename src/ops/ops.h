@@ -101,13 +101,16 @@ tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool ge
 tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, tensor *bias,
                      const float *mask, int windows);
 
-/* ---- linear_attention.c (FLatten) ---- */
+/* ---- linear_attention.c (FLatten, ELFATT) ---- */
 /* the focusing function over the last dim: f_p(u) = |u| / |u^p| u^p with u = (relu(x) + 1e-6) / t,
  * temperature t (C elements, > 0) */
 tensor *op_focus(tensor *x, tensor *temperature, float p);
 /* q (b, n, heads·d), k, v (b, m, heads·d) -> (b, n, heads·d): per head
  * out_i = q_i (kᵀ v / m) / (q_i · mean_j k_j + 1e-6) */
 tensor *op_linear_attention(tensor *q, tensor *k, tensor *v, int heads);
+/* ELFATT's global heads on channels [c0, c0 + channels) of q (b, n, C), k, v (b, m, C) ->
+ * (b, n, channels): per head softmax_features(q) (softmax_tokens(k)ᵀ v), no scale */
+tensor *op_softmax_linear_attention(tensor *q, tensor *k, tensor *v, int heads, int c0, int channels);
 
 /* ---- loss.c ---- */
 /* mean over the batch of -sum_k target[b,k] log softmax(logits)[b,k]; logits, target (B, K) */
