@@ -156,3 +156,19 @@ TEST(interp_bilinear_known_values_and_grad) {
     tensor *dd = op_interp_bilinear(d, 1, 2);
     EXPECT(dd->data[0] == 0.5f && dd->data[1] == 2.5f, "%g %g", dd->data[0], dd->data[1]);
 }
+
+static tensor *dw_add_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_dwconv2d_add(in[0], in[1], in[2], in[3]);
+}
+
+TEST(dwconv2d_add_equals_base_plus_conv_and_grad) {
+    rng r;
+    rng_seed(&r, 56, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 2, 5, 4, 6), *w = LEAF(&r, 0.5f, 3, 1, 3, 3), *b = LEAF(&r, 1, 3);
+    tensor *base = LEAF(&r, 1, 2, 5, 4, 6);
+    tensor *fused = op_dwconv2d_add(x, w, b, base), *sum = op_add(base, op_dwconv2d(x, w, b));
+    EXPECT(max_rel_diff(fused->data, sum->data, sum->numel) < 1e-6, "base + dwconv");
+    EXPECT(GRADCHECK(dw_add_fn, NULL, x, w, b, base), "dwconv add");
+    EXPECT_ERROR(op_dwconv2d_add(x, w, b, RANDN(&r, 1, 2, 5, 4)), "base (2, 5, 4) for input (2, 5, 4, 6)");
+}

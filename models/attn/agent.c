@@ -87,9 +87,10 @@ static tensor *agent_forward(attn *base, tensor *q, tensor *k, tensor *v) {
         planes = RESHAPE(op_interp_bilinear(planes, s->h, s->w), b, C, s->h, s->w);
         grid_v = op_permute(planes, (int[]){0, 2, 3, 1});
     }
-    tensor *local = RESHAPE(nn_conv2d_forward(&a->dwc, grid_v), b, s->h * s->w, C);
-    if (!off) return op_add(out, local);
-    tensor *patches = op_add(op_slice(out, 1, off, n - off), local);
+    if (!off) /* out + dwc(v) */
+        return RESHAPE(op_dwconv2d_add(grid_v, a->dwc.w, a->dwc.b, RESHAPE(out, b, s->h, s->w, C)), b, n, C);
+    tensor *patches = RESHAPE(op_slice(out, 1, off, n - off), b, s->h, s->w, C);
+    patches = RESHAPE(op_dwconv2d_add(grid_v, a->dwc.w, a->dwc.b, patches), b, n - off, C);
     return op_concat(2, (tensor *[]){op_slice(out, 1, 0, off), patches}, 1);
 }
 

@@ -41,9 +41,9 @@ tensor *attn_forward(attn *a, tensor *q, tensor *k, tensor *v) {
     if (attn_probe_active()) attn_probe_record(a, q, k, v);
     tensor *out = a->impl->forward(a, q, k, v);
     if (!a->spec.lepe) return out;
-    int b = v->shape[0], n = v->shape[1], C = v->shape[2];
-    tensor *lepe = nn_conv2d_forward(&a->lepe, RESHAPE(v, b, a->spec.h, a->spec.w, C));
-    return op_add(out, RESHAPE(lepe, b, n, C));
+    int b = v->shape[0], n = v->shape[1], C = v->shape[2], h = a->spec.h, w = a->spec.w;
+    tensor *sum = op_dwconv2d_add(RESHAPE(v, b, h, w, C), a->lepe.w, a->lepe.b, RESHAPE(out, b, h, w, C));
+    return RESHAPE(sum, b, n, C);
 }
 
 void attn_destroy(attn *a) {

@@ -46,9 +46,11 @@ static tensor *flatten_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     }
     /* one depthwise kernel per head channel, shared by the heads */
     int b = vp->shape[0], C = vp->shape[2];
-    tensor *local = RESHAPE(op_dwconv2d(RESHAPE(vp, b, s->h, s->w, C), a->dwc.w, a->dwc.b), b, s->h * s->w, C);
-    if (!off) return op_add(out, local);
-    tensor *patches = op_add(op_slice(out, 1, off, n - off), local);
+    tensor *grid_v = RESHAPE(vp, b, s->h, s->w, C);
+    if (!off) /* out + dwc(v) */
+        return RESHAPE(op_dwconv2d_add(grid_v, a->dwc.w, a->dwc.b, RESHAPE(out, b, s->h, s->w, C)), b, n, C);
+    tensor *patches = RESHAPE(op_slice(out, 1, off, n - off), b, s->h, s->w, C);
+    patches = RESHAPE(op_dwconv2d_add(grid_v, a->dwc.w, a->dwc.b, patches), b, n - off, C);
     return op_concat(2, (tensor *[]){op_slice(out, 1, 0, off), patches}, 1);
 }
 

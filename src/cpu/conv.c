@@ -103,8 +103,8 @@ static void spread_weights(float *wt, const float *w, const float *b, int C, int
         for (int c = 0; c < C; c++) wt[kk * C + c] = b[c % Cw];
 }
 
-void dwconv2d_forward(float *out, const float *x, const float *w, const float *b, int B, int H,
-                      int W, int C, int Cw, int k, float *wt) {
+void dwconv2d_forward(float *out, const float *x, const float *w, const float *b,
+                      const float *base, int B, int H, int W, int C, int Cw, int k, float *wt) {
     int r = k / 2;
     spread_weights(wt, w, b, C, Cw, k * k);
     const float *bias = b ? wt + k * k * C : NULL;
@@ -113,7 +113,8 @@ void dwconv2d_forward(float *out, const float *x, const float *w, const float *b
         int bi = (int)(row / H), y = (int)(row % H);
         for (int xx = 0; xx < W; xx++) {
             float *o = out + ((row * W) + xx) * C;
-            for (int c = 0; c < C; c++) o[c] = bias ? bias[c] : 0.0f;
+            const float *add = base ? base + ((row * W) + xx) * C : NULL;
+            for (int c = 0; c < C; c++) o[c] = (bias ? bias[c] : 0.0f) + (add ? add[c] : 0.0f);
             for (int ky = 0; ky < k; ky++) {
                 int iy = y + ky - r;
                 if (iy < 0 || iy >= H) continue;

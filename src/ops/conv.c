@@ -4,6 +4,7 @@
 #include "../core/check.h"
 #include "../core/tape.h"
 #include "../cpu/conv.h"
+#include "../cpu/elementwise.h"
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
@@ -53,26 +54,31 @@ void op_conv2d_backward(tape_node *n) {
     arena_release(&vitc_arena, m);
 }
 
-tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b) {
+tensor *op_dwconv2d_add(tensor *x, tensor *w, tensor *b, tensor *base) {
     CHECK(x->ndim == 4 && w->ndim == 4 && w->shape[0] > 0 && x->shape[3] % w->shape[0] == 0 &&
               w->shape[1] == 1 && w->shape[2] == w->shape[3] && w->shape[2] % 2 == 1,
           "dwconv2d: weight %s must be (C or a divisor of C, 1, k, k) with k odd for input %s",
           SHAPE_STR(w), SHAPE_STR(x));
     CHECK(!b || b->numel == w->shape[0], "dwconv2d: bias %s for %d kernels", SHAPE_STR(b), w->shape[0]);
+    CHECK(!base || base->numel == x->numel, "dwconv2d: base %s for input %s", SHAPE_STR(base), SHAPE_STR(x));
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
     tensor *out = tensor_like(x);
     arena_mark m = arena_get_mark(&vitc_arena);
     float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(k * k + 1) * C);
-    dwconv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, B, H, W, C, w->shape[0], k, wt);
+    dwconv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, base ? base->data : NULL, B, H,
+                     W, C, w->shape[0], k, wt);
     op_macs += (double)out->numel * k * k;
     arena_release(&vitc_arena, m);
-    tape_record(OP_DWCONV2D, out, 3, (tensor *[]){x, w, b});
+    tape_record(OP_DWCONV2D, out, 4, (tensor *[]){x, w, b, base});
     return out;
 }
 
+tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b) { return op_dwconv2d_add(x, w, b, NULL); }
+
 void op_dwconv2d_backward(tape_node *n) {
-    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *base = n->in[3];
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
+    if (base && base->requires_grad) accumulate(tensor_grad(base), n->out->grad, base->numel);
     /* gradient buffers first: what follows the mark is scratch, released below */
     float *dx = x->requires_grad ? tensor_grad(x) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL;

@@ -68,6 +68,9 @@ tensor *op_conv2d(tensor *x, tensor *w, tensor *b, int stride, int pad, int grou
 /* depthwise, stride 1, 'same' zero padding (k odd): x (B, H, W, C), w (Cw, 1, k, k), b (Cw) or NULL,
  * Cw = C or a divisor of it: channel c takes kernel c mod Cw (FLatten's DWC, shared by the heads) */
 tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b);
+/* base + op_dwconv2d(x, w, b) in one op (base shaped like x: the attention output a DWC or LePE
+ * branch is added to) */
+tensor *op_dwconv2d_add(tensor *x, tensor *w, tensor *b, tensor *base);
 /* nn.AdaptiveAvgPool2d: x (B, H, W, C) -> (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)) */
 tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow);
 /* F.interpolate(mode='bilinear', align_corners=False) of planes: x (P, Hi, Wi) -> (P, Ho, Wo) */
