@@ -6,6 +6,7 @@
 #include "../core/threads.h"
 #include "matmul.h"
 #include "norm.h"
+#include "reduce.h"
 
 /* Enough (sequence, head) pairs to give each thread whole pairs with single-threaded GEMMs; else
  * the pairs run one after another with OpenBLAS threading each GEMM and the rows split. */
@@ -63,8 +64,7 @@ static void softmax_grad_rows(float *dP, const float *P, float *dbias_h, int n, 
     for (int i = 0; i < n; i++) {
         float *g = dP + (size_t)i * m;
         const float *y = P + (size_t)i * m;
-        float dot = 0;
-        for (int j = 0; j < m; j++) dot += g[j] * y[j];
+        float dot = reduce_dot(g, y, m);
         for (int j = 0; j < m; j++) g[j] = y[j] * (g[j] - dot);
         if (dbias_h)
             for (int j = 0; j < m; j++) dbias_h[(size_t)i * m + j] += g[j];

@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "fast_exp.h"
+#include "reduce.h"
 
 void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
                        const float *b, int64_t M, int C, float eps) {
@@ -11,13 +12,10 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *x, con
     for (int64_t r = 0; r < M; r++) {
         const float *xr = x + r * C;
         float *o = out + r * C;
-        float m = 0;
-        for (int j = 0; j < C; j++) m += xr[j];
-        m /= C;
-        float v = 0;
-        for (int j = 0; j < C; j++) v += (xr[j] - m) * (xr[j] - m);
-        float s = 1.0f / sqrtf(v / C + eps);
-        for (int j = 0; j < C; j++) o[j] = (xr[j] - m) * s * w[j] + b[j];
+        float m = reduce_sum(xr, C) / C;
+        for (int j = 0; j < C; j++) o[j] = xr[j] - m; /* centred, for the variance */
+        float s = 1.0f / sqrtf(reduce_dot(o, o, C) / C + eps);
+        for (int j = 0; j < C; j++) o[j] = o[j] * s * w[j] + b[j];
         mean[r] = m;
         rstd[r] = s;
     }
@@ -30,16 +28,11 @@ void layernorm_backward(float *dx, float *dw, float *db, const float *dout, cons
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < M; r++) {
             const float *g = dout + r * C, *xr = x + r * C;
-            float m = mean[r], s = rstd[r], sum_g = 0, sum_gx = 0;
-            for (int j = 0; j < C; j++) {
-                float gh = g[j] * w[j];
-                sum_g += gh;
-                sum_gx += gh * (xr[j] - m) * s;
-            }
-            sum_g /= C;
-            sum_gx /= C;
+            float m = mean[r], s = rstd[r], gh[C], xh[C];
+            for (int j = 0; j < C; j++) gh[j] = g[j] * w[j], xh[j] = (xr[j] - m) * s;
+            float mean_g = reduce_sum(gh, C) / C, mean_gx = reduce_dot(gh, xh, C) / C;
             float *d = dx + r * C;
-            for (int j = 0; j < C; j++) d[j] += s * (g[j] * w[j] - sum_g - (xr[j] - m) * s * sum_gx);
+            for (int j = 0; j < C; j++) d[j] += s * (gh[j] - mean_g - xh[j] * mean_gx);
         }
     }
     if (dw || db) {
@@ -84,14 +77,9 @@ void l2norm_backward(float *dx, const float *dout, const float *x, const float *
 }
 
 void softmax_row(float *p, int n) {
-    float mx = -INFINITY;
-    for (int j = 0; j < n; j++) mx = p[j] > mx ? p[j] : mx;
-    float sum = 0;
-    for (int j = 0; j < n; j++) {
-        p[j] = fast_expf(p[j] - mx);
-        sum += p[j];
-    }
-    float inv = 1.0f / sum;
+    float mx = reduce_max(p, n);
+    for (int j = 0; j < n; j++) p[j] = fast_expf(p[j] - mx);
+    float inv = 1.0f / reduce_sum(p, n);
     for (int j = 0; j < n; j++) p[j] *= inv;
 }
 
@@ -110,8 +98,7 @@ void softmax_backward(float *dlogits, const float *dout, const float *y, int64_t
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < M; r++) {
         const float *g = dout + r * N, *yr = y + r * N;
-        float dot = 0;
-        for (int j = 0; j < N; j++) dot += g[j] * yr[j];
+        float dot = reduce_dot(g, yr, N);
         float *d = dlogits + r * N;
         for (int j = 0; j < N; j++) d[j] = yr[j] * (g[j] - dot);
     }
