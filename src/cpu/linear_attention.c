@@ -7,35 +7,26 @@
 #include "fast_exp.h"
 #include "matmul.h"
 #include "norm.h"
+#include "reduce.h"
 
 static inline float kernel_feature(float x, float t) { return ((x > 0 ? x : 0.0f) + 1e-6f) / t; }
 static inline float power(float u, float p) { return p == 3.0f ? u * u * u : powf(u, p); }
 
-/* |u| and the max of u over a row; u^p is taken of u / max so that it cannot underflow (the
- * focusing function is invariant to the scale of u^p) */
-static void row_stats(const float *x, const float *t, int C, float *norm, float *max) {
-    float s = 0, mx = 0;
-    for (int j = 0; j < C; j++) {
-        float u = kernel_feature(x[j], t[j]);
-        s += u * u;
-        mx = u > mx ? u : mx;
-    }
-    *norm = sqrtf(s);
-    *max = mx;
+/* u of a row, then its norm |u| and w = (u / max u)^p: the power of u / max cannot underflow, and
+ * the focusing function does not depend on the scale of u^p */
+static void focus_row(float *u, float *w, const float *x, const float *t, float p, int C, float *n1) {
+    for (int j = 0; j < C; j++) u[j] = kernel_feature(x[j], t[j]);
+    *n1 = sqrtf(reduce_dot(u, u, C));
+    float inv_max = 1.0f / reduce_max(u, C);
+    for (int j = 0; j < C; j++) w[j] = power(u[j] * inv_max, p);
 }
 
 void focus_forward(float *y, const float *x, const float *t, float p, int64_t rows, int C) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * C;
-        float *yr = y + r * C, n1, mx, s2 = 0;
-        row_stats(xr, t, C, &n1, &mx);
-        for (int j = 0; j < C; j++) {
-            float w = power(kernel_feature(xr[j], t[j]) / mx, p);
-            s2 += w * w;
-            yr[j] = w;
-        }
-        float ratio = n1 / sqrtf(s2);
+        float u[C], n1, *yr = y + r * C;
+        focus_row(u, yr, x + r * C, t, p, C, &n1);
+        float ratio = n1 / sqrtf(reduce_dot(yr, yr, C));
         for (int j = 0; j < C; j++) yr[j] *= ratio;
     }
 }
@@ -50,19 +41,15 @@ void focus_backward(float *dx, float *dt, const float *dy, const float *x, const
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * C, *g = dy + r * C;
         float *pt = partial + (size_t)vitc_thread_id() * C;
-        float n1, mx, s2 = 0, gw = 0;
-        row_stats(xr, t, C, &n1, &mx);
+        float u[C], wh[C], n1;
+        focus_row(u, wh, xr, t, p, C, &n1);
+        float inv_n2 = 1.0f / sqrtf(reduce_dot(wh, wh, C));
+        for (int j = 0; j < C; j++) wh[j] *= inv_n2;
+        float c = reduce_dot(g, wh, C);
         for (int j = 0; j < C; j++) {
-            float w = power(kernel_feature(xr[j], t[j]) / mx, p);
-            s2 += w * w;
-            gw += g[j] * w;
-        }
-        float n2 = sqrtf(s2), c = gw / n2;
-        for (int j = 0; j < C; j++) {
-            float u = kernel_feature(xr[j], t[j]), wh = power(u / mx, p) / n2;
-            float du = (g[j] - c * wh) * n1 * p * wh / u + c * u / n1;
+            float du = (g[j] - c * wh[j]) * n1 * p * wh[j] / u[j] + c * u[j] / n1;
             if (dx && xr[j] > 0) dx[r * C + j] += du / t[j];
-            if (dt) pt[j] -= du * u / t[j];
+            if (dt) pt[j] -= du * u[j] / t[j];
         }
     }
     if (dt)
