@@ -50,14 +50,24 @@ void tape_backward_from(tensor *out, const float *seed) {
     tape_run_backward();
 }
 
+/* A node's saved tensors (attention probabilities, statistics, masks) are its own and read by its
+ * backward only. (Its output is not given back: the caller may still hold it, e.g. the logits.) */
+static void give_back_saved(tape_node *node) {
+    for (int i = 0; i < TAPE_MAX_SAVED; i++)
+        if (node->saved[i])
+            arena_give_back(&vitc_arena, node->saved[i]->data, (size_t)node->saved[i]->numel * sizeof(float));
+}
+
 void tape_run_backward(void) {
     for (int i = tape.n - 1; i >= 0; i--) {
         tape_node *node = &tape.nodes[i];
         if (!node->out->grad) continue; /* nothing downstream of this node reached the loss */
         op_table[node->op].backward(node);
-        /* the output's gradient is complete and now consumed: its memory serves later gradients */
+        /* the output's gradient is complete and now consumed, and so are the saved tensors: their
+         * memory serves later gradients */
         arena_give_back(&vitc_arena, node->out->grad, (size_t)node->out->numel * sizeof(float));
         node->out->grad = NULL;
+        give_back_saved(node);
     }
 }
 
