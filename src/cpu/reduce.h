@@ -1,0 +1,41 @@
+/* Row reductions the compiler vectorises: float sums and maxima are not associative, so a plain loop
+ * stays scalar (without -ffast-math); 16 independent lanes, combined at the end, are vector code. The
+ * result depends only on n, not on threads or alignment. */
+#pragma once
+#include <math.h>
+
+#define REDUCE_LANES 16
+
+static inline float reduce_sum(const float *x, int n) {
+    float acc[REDUCE_LANES] = {0};
+    int j = 0;
+    for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
+        for (int l = 0; l < REDUCE_LANES; l++) acc[l] += x[j + l];
+    float s = 0;
+    for (; j < n; j++) s += x[j];
+    for (int l = 0; l < REDUCE_LANES; l++) s += acc[l];
+    return s;
+}
+
+static inline float reduce_dot(const float *x, const float *y, int n) {
+    float acc[REDUCE_LANES] = {0};
+    int j = 0;
+    for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
+        for (int l = 0; l < REDUCE_LANES; l++) acc[l] += x[j + l] * y[j + l];
+    float s = 0;
+    for (; j < n; j++) s += x[j] * y[j];
+    for (int l = 0; l < REDUCE_LANES; l++) s += acc[l];
+    return s;
+}
+
+static inline float reduce_max(const float *x, int n) {
+    float acc[REDUCE_LANES];
+    for (int l = 0; l < REDUCE_LANES; l++) acc[l] = -INFINITY;
+    int j = 0;
+    for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
+        for (int l = 0; l < REDUCE_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    float m = -INFINITY;
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    for (int l = 0; l < REDUCE_LANES; l++) m = acc[l] > m ? acc[l] : m;
+    return m;
+}
