@@ -82,3 +82,42 @@ TEST(residual_linear_drops_whole_samples_and_grad) {
     EXPECT_ERROR(op_residual_linear(res, RANDN(&r, 1, B, 4, 5), w, b, false, 0, NULL),
                  "residual (400, 3, 4), input (400, 4, 5), weight (4, 5), bias (4) do not match");
 }
+
+/* large enough that the backward (and the forward, unevenly) runs in passes of fewer samples: the
+ * gradients equal those of the unfused chain res + mask * linear(gelu(h)) */
+TEST(residual_linear_in_sample_passes_matches_the_op_chain) {
+    rng r;
+    rng_seed(&r, 73, RNG_TEST);
+    const int B = 3, rows = 700, K = 1100, N = 4;
+    tensor *res = LEAF(&r, 1, B, rows, N), *h = LEAF(&r, 1, B, rows, K), *w = LEAF(&r, 0.05f, N, K);
+    tensor *b = LEAF(&r, 1, N);
+    rng dr;
+    rng_seed(&dr, 9, RNG_DROPOUT);
+    tensor *fused = op_residual_linear(res, h, w, b, true, 0.5f, &dr);
+    tensor *branch = op_linear(op_gelu(h), w, b), *mask = TENSOR(B, 1, 1);
+    for (int s = 0; s < B; s++) /* each sample's branch is dropped (0) or doubled (1 / (1 - 0.5)) */
+        mask->data[s] = fabsf(fused->data[s * rows * N] - res->data[s * rows * N]) > 1e-6f ? 2.0f : 0.0f;
+    tensor *chain = op_add(res, op_mul(branch, mask));
+    EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) < 1e-5, "forward");
+    float *seed = malloc(sizeof(float) * (size_t)chain->numel);
+    for (int64_t i = 0; i < chain->numel; i++) seed[i] = rng_normal(&r);
+    tensor *inputs[4] = {res, h, w, b};
+    float *want[4];
+    tape_backward_from(chain, seed);
+    for (int i = 0; i < 4; i++) {
+        want[i] = malloc(sizeof(float) * (size_t)inputs[i]->numel);
+        memcpy(want[i], inputs[i]->grad, sizeof(float) * (size_t)inputs[i]->numel);
+        inputs[i]->grad = NULL;
+    }
+    tape_reset();
+    rng_seed(&dr, 9, RNG_DROPOUT);
+    tape_backward_from(op_residual_linear(res, h, w, b, true, 0.5f, &dr), seed);
+    const char *names[4] = {"res", "h", "w", "b"};
+    for (int i = 0; i < 4; i++) {
+        double err = max_rel_diff(inputs[i]->grad, want[i], inputs[i]->numel);
+        EXPECT(err < 1e-4, "gradient of %s differs from the chain's by %g", names[i], err);
+        free(want[i]);
+    }
+    tape_reset();
+    free(seed);
+}

@@ -41,6 +41,15 @@ void op_dropout_backward(tape_node *n) {
     for (int64_t i = 0; i < x->numel; i++) gx[i] += g[i] * m[i];
 }
 
+/* Samples per pass (of B, `rows` rows each) when the step needs scratch of `floats_per_row` per row:
+ * passes of a few MiB keep the scratch small next to the activations, and the GEMMs still have
+ * thousands of rows. */
+static int samples_per_group(int B, int rows, int floats_per_row) {
+    int64_t per_sample = (int64_t)rows * floats_per_row, budget = 1 << 21;
+    int64_t group = per_sample >= budget ? 1 : budget / per_sample;
+    return group < B ? (int)group : B;
+}
+
 tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r) {
     CHECK(p >= 0 && p < 1, "residual_linear: probability %g outside [0, 1)", p);
     int K = h->shape[h->ndim - 1], N = res->shape[res->ndim - 1];
@@ -48,18 +57,23 @@ tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool ge
               h->numel / K == res->numel / N && h->shape[0] == res->shape[0],
           "residual_linear: residual %s, input %s, weight %s, bias %s do not match", SHAPE_STR(res),
           SHAPE_STR(h), SHAPE_STR(w), SHAPE_STR(b));
-    int B = res->shape[0], M = (int)(res->numel / N);
+    int B = res->shape[0], M = (int)(res->numel / N), rows = M / B;
     tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B) : NULL;
     tensor *out = tensor_like(res);
+    int group = gelu ? samples_per_group(B, rows, K) : B;
     arena_mark m = arena_get_mark(&vitc_arena);
-    const float *act = h->data;
-    if (gelu) {
-        float *a = arena_alloc(&vitc_arena, sizeof(float) * (size_t)h->numel);
-        gelu_forward(a, h->data, h->numel);
-        act = a;
+    float *scratch = gelu ? arena_alloc(&vitc_arena, sizeof(float) * (size_t)group * rows * K) : NULL;
+    for (int s0 = 0; s0 < B; s0 += group) {
+        int gs = s0 + group < B ? group : B - s0;
+        size_t r0 = (size_t)s0 * rows, n_act = (size_t)gs * rows * K;
+        const float *act = h->data + r0 * K;
+        if (gelu) {
+            gelu_forward(scratch, act, (int64_t)n_act);
+            act = scratch;
+        }
+        residual_linear_forward(out->data + r0 * N, res->data + r0 * N, act, w->data,
+                                b ? b->data : NULL, mask ? mask->data + s0 : NULL, gs, gs * rows, K, N);
     }
-    residual_linear_forward(out->data, res->data, act, w->data, b ? b->data : NULL,
-                            mask ? mask->data : NULL, B, M, K, N);
     arena_release(&vitc_arena, m);
     op_macs += (double)M * K * N;
     tape_node *n = tape_record(OP_RESIDUAL_LINEAR, out, 4, (tensor *[]){res, h, w, b});
@@ -74,33 +88,43 @@ void op_residual_linear_backward(tape_node *n) {
     tensor *res = n->in[0], *h = n->in[1], *w = n->in[2], *b = n->in[3], *mask = n->saved[0];
     bool gelu = n->iarg[0];
     int K = h->shape[h->ndim - 1], N = w->shape[0], B = res->shape[0], M = (int)(res->numel / N);
-    const float *g = n->out->grad;
-    if (res->requires_grad) accumulate(tensor_grad(res), g, res->numel);
+    int rows = M / B;
+    if (res->requires_grad) accumulate(tensor_grad(res), n->out->grad, res->numel);
     /* gradient buffers first: the scratch after the mark is released below */
     float *dh = h->requires_grad ? tensor_grad(h) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
+    int group = gelu || mask ? samples_per_group(B, rows, gelu ? 2 * K + N : N) : B;
     arena_mark m = arena_get_mark(&vitc_arena);
-    if (mask) { /* the branch's gradient: each sample's rows scaled by its mask */
-        float *gm = arena_alloc(&vitc_arena, sizeof(float) * (size_t)M * N);
-        int64_t per = (int64_t)M / B * N;
-        const float *keep = mask->data;
+    size_t most = (size_t)group * rows;
+    float *gm = mask ? arena_alloc(&vitc_arena, sizeof(float) * most * N) : NULL;
+    float *act = gelu ? arena_alloc(&vitc_arena, sizeof(float) * most * K) : NULL;
+    float *slope = gelu ? arena_alloc(&vitc_arena, sizeof(float) * most * K) : NULL;
+    for (int s0 = 0; s0 < B; s0 += group) {
+        int gs = s0 + group < B ? group : B - s0, gm_rows = gs * rows;
+        size_t r0 = (size_t)s0 * rows;
+        const float *g = n->out->grad + r0 * N, *hs = h->data + r0 * K;
+        float *dhs = dh ? dh + r0 * K : NULL;
+        if (mask) { /* the branch's gradient: each sample's rows scaled by its mask */
+            int64_t per = (int64_t)rows * N;
+            const float *keep = mask->data + s0;
 #pragma omp parallel for collapse(2) schedule(static)
-        for (int s = 0; s < B; s++)
-            for (int64_t j = 0; j < per; j++) gm[s * per + j] = g[s * per + j] * keep[s];
-        g = gm;
-    }
-    if (!gelu) {
-        linear_backward(dh, dw, db, g, h->data, w->data, M, K, N);
-    } else { /* the activation is recomputed, not kept */
-        float *act = arena_alloc(&vitc_arena, sizeof(float) * (size_t)h->numel);
-        float *slope = arena_alloc(&vitc_arena, sizeof(float) * (size_t)h->numel);
-        gelu_value_and_slope(act, slope, h->data, h->numel);
-        linear_backward(NULL, dw, db, g, act, w->data, M, K, N);
-        if (dh) {
+            for (int s = 0; s < gs; s++)
+                for (int64_t j = 0; j < per; j++) gm[s * per + j] = g[s * per + j] * keep[s];
+            g = gm;
+        }
+        if (!gelu) {
+            linear_backward(dhs, dw, db, g, hs, w->data, gm_rows, K, N);
+            continue;
+        }
+        /* the activation is recomputed, not kept */
+        int64_t n_act = (int64_t)gm_rows * K;
+        gelu_value_and_slope(act, slope, hs, n_act);
+        linear_backward(NULL, dw, db, g, act, w->data, gm_rows, K, N);
+        if (dhs) {
             float *dact = act; /* consumed: its buffer takes d(loss)/d(activation) */
-            gemm(false, false, M, K, N, 1.0f, g, w->data, 0.0f, dact);
+            gemm(false, false, gm_rows, K, N, 1.0f, g, w->data, 0.0f, dact);
 #pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < h->numel; i++) dh[i] += dact[i] * slope[i];
+            for (int64_t i = 0; i < n_act; i++) dhs[i] += dact[i] * slope[i];
         }
     }
     arena_release(&vitc_arena, m);
