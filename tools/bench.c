@@ -119,7 +119,8 @@ int main(int argc, char **argv) {
         tensor *logits = model_forward(m, x, &fo);
         if (train) {
             params_zero_grad(&m->ps);
-            tape_backward(op_cross_entropy_labels(logits, labels, 0.1f));
+            static const float one = 1.0f; /* the training step's backward, as train runs it */
+            tape_backward_consuming(op_cross_entropy_labels(logits, labels, 0.1f), &one);
             adamw_step(&opt, &m->ps, 1e-4);
         }
         tape_reset();

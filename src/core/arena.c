@@ -68,7 +68,14 @@ void *arena_calloc(arena *a, size_t bytes) {
 }
 
 void arena_give_back(arena *a, void *data, size_t bytes) {
-    if (a->n_spare < ARENA_SPARE_SLOTS) a->spare[a->n_spare++] = (arena_block){data, bytes};
+    if (a->n_spare < ARENA_SPARE_SLOTS) {
+        a->spare[a->n_spare++] = (arena_block){data, bytes};
+        return;
+    }
+    int smallest = 0; /* full: keep the larger blocks, which serve more requests */
+    for (int i = 1; i < a->n_spare; i++)
+        if (a->spare[i].bytes < a->spare[smallest].bytes) smallest = i;
+    if (a->spare[smallest].bytes < bytes) a->spare[smallest] = (arena_block){data, bytes};
 }
 
 void *arena_calloc_spare(arena *a, size_t bytes) {

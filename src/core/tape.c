@@ -42,34 +42,54 @@ tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in) {
     return node;
 }
 
-void tape_backward_from(tensor *out, const float *seed) {
-    CHECK(out->requires_grad, "backward from a tensor of shape %s that does not require grad",
-          SHAPE_STR(out));
-    float *g = tensor_grad(out);
-    for (int64_t i = 0; i < out->numel; i++) g[i] += seed[i];
-    tape_run_backward();
+static void give_back(const tensor *t) {
+    arena_give_back(&vitc_arena, t->data, (size_t)t->numel * sizeof(float));
 }
 
-/* A node's saved tensors (attention probabilities, statistics, masks) are its own and read by its
- * backward only. (Its output is not given back: the caller may still hold it, e.g. the logits.) */
-static void give_back_saved(tape_node *node) {
+/* After a node's backward, nothing left in the reverse pass reads its saved tensors (attention
+ * probabilities, statistics, masks: its own) nor its output (the nodes still to run were recorded
+ * before it). The output goes only when the caller has said it holds none (consuming), and not when
+ * it is a view sharing an input's memory (a reshape). */
+static void give_back_activations(const tape_node *node, bool consuming) {
     for (int i = 0; i < TAPE_MAX_SAVED; i++)
-        if (node->saved[i])
-            arena_give_back(&vitc_arena, node->saved[i]->data, (size_t)node->saved[i]->numel * sizeof(float));
+        if (node->saved[i]) give_back(node->saved[i]);
+    if (!consuming) return;
+    for (int i = 0; i < node->n_in; i++)
+        if (node->in[i] && node->in[i]->data == node->out->data) return;
+    give_back(node->out);
 }
 
-void tape_run_backward(void) {
+static void run_backward(bool consuming) {
     for (int i = tape.n - 1; i >= 0; i--) {
         tape_node *node = &tape.nodes[i];
         if (!node->out->grad) continue; /* nothing downstream of this node reached the loss */
         op_table[node->op].backward(node);
-        /* the output's gradient is complete and now consumed, and so are the saved tensors: their
-         * memory serves later gradients */
+        /* the output's gradient is complete and now consumed, and so are the node's activations:
+         * their memory serves later gradients */
         arena_give_back(&vitc_arena, node->out->grad, (size_t)node->out->numel * sizeof(float));
         node->out->grad = NULL;
-        give_back_saved(node);
+        give_back_activations(node, consuming);
     }
 }
+
+static void seed_grad(tensor *out, const float *seed) {
+    CHECK(out->requires_grad, "backward from a tensor of shape %s that does not require grad",
+          SHAPE_STR(out));
+    float *g = tensor_grad(out);
+    for (int64_t i = 0; i < out->numel; i++) g[i] += seed[i];
+}
+
+void tape_backward_from(tensor *out, const float *seed) {
+    seed_grad(out, seed);
+    run_backward(false);
+}
+
+void tape_backward_consuming(tensor *out, const float *seed) {
+    seed_grad(out, seed);
+    run_backward(true);
+}
+
+void tape_run_backward(void) { run_backward(false); }
 
 void tape_backward(tensor *loss) {
     CHECK(loss->numel == 1, "backward needs a one-element loss, got shape %s", SHAPE_STR(loss));

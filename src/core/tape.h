@@ -39,6 +39,10 @@ tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in);
 void tape_backward(tensor *loss);
 /* Runs the reverse pass from out with the given upstream gradient (numel(out) floats). */
 void tape_backward_from(tensor *out, const float *seed);
+/* tape_backward_from for a training step that is done with the forward: each node's output is also
+ * given back to the arena once its backward has run, so the gradients reuse activation memory, and
+ * no tensor of the forward may be read afterwards (read the loss before). */
+void tape_backward_consuming(tensor *out, const float *seed);
 /* Runs the reverse pass over the whole tape with the gradients already seeded by the caller. */
 void tape_run_backward(void);
 /* Forgets all nodes (call together with arena_reset). */

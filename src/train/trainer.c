@@ -290,7 +290,7 @@ int train_run(config *c, const train_options *o) {
                 break;
             }
             const float seed_grad = 1.0f / (float)t.accum;
-            tape_backward_from(loss, &seed_grad);
+            tape_backward_consuming(loss, &seed_grad);
             tape_reset();
             size_t mem = vitc_arena.peak + (size_t)m->ps.numel * 4 * (t.ema ? 5 : 4);
             arena_reset(&vitc_arena);
