@@ -127,7 +127,7 @@ static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const
     tensor *a = nb == 1 ? out[0] : op_concat(2, out, 2);
     float dp = o->train ? b->drop_path : 0.0f;
     x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, dp, o->rng);
-    return nn_mlp_residual(&b->mlp, x, nn_layernorm_forward(&b->norm2, x), dp, o->rng);
+    return nn_mlp_residual(&b->mlp, &b->norm2, x, dp, o->rng);
 }
 
 static tensor *cswin_forward(model *m, tensor *images, const forward_opts *o) {

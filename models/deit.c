@@ -77,7 +77,7 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
         nn_linear_chunks(&b->qkv, nn_layernorm_forward(&b->norm1, x), 3, qkv);
         tensor *a = attn_forward(b->core, qkv[0], qkv[1], qkv[2]);
         x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, dp, o->rng);
-        x = nn_mlp_residual(&b->mlp, x, nn_layernorm_forward(&b->norm2, x), dp, o->rng);
+        x = nn_mlp_residual(&b->mlp, &b->norm2, x, dp, o->rng);
         x = tensor_keep(&mark, x); /* inference: only the block's output survives it */
     }
     x = op_slice(nn_layernorm_forward(&d->norm, x), 1, 0, 1);

@@ -132,7 +132,7 @@ static tensor *pvt_block_forward(const pvt_block *b, tensor *x, int R, bool v2, 
     tensor *a = attn_forward(b->core, nn_linear_forward(&b->q, y), kv[0], kv[1]);
     float dp = o->train ? b->drop_path : 0.0f;
     x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, dp, o->rng);
-    tensor *h = nn_linear_forward(&b->fc1, nn_layernorm_forward(&b->norm2, x));
+    tensor *h = op_layernorm_linear(x, b->norm2.w, b->norm2.b, b->norm2.eps, b->fc1.w, b->fc1.b);
     if (v2) {
         int hidden = h->shape[2];
         h = RESHAPE(nn_conv2d_forward(&b->mlp_dwconv, RESHAPE(h, B, R, R, hidden)), B, R * R, hidden);

@@ -137,7 +137,7 @@ static tensor *swin_block_forward(const swin_block *b, tensor *x, int R, const f
     y = op_window_reverse(RESHAPE(y, B * nw, w * w, C), R, R, w, w, b->shift);
     float dp = o->train ? b->drop_path : 0.0f;
     x = op_residual_linear(x, RESHAPE(y, B, R * R, C), b->proj.w, b->proj.b, false, dp, o->rng);
-    return nn_mlp_residual(&b->mlp, x, nn_layernorm_forward(&b->norm2, x), dp, o->rng);
+    return nn_mlp_residual(&b->mlp, &b->norm2, x, dp, o->rng);
 }
 
 /* 2x2 patch merging: channels ordered (even row, even col), (odd row, even col), (even row, odd

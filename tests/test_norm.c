@@ -119,3 +119,41 @@ TEST(mean_values_and_grad) {
             EXPECT(GRADCHECK(mean_fn, &c, x), "mean dim %d keep %d", dim, keep);
         }
 }
+
+static tensor *ln_linear_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_layernorm_linear(in[0], in[1], in[2], 1e-5f, in[3], in[4]);
+}
+
+TEST(layernorm_linear_equals_the_chain_and_grad) {
+    rng r;
+    rng_seed(&r, 34, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 2, 3, 8), *lw = LEAF(&r, 1, 8), *lb = LEAF(&r, 1, 8), *w = LEAF(&r, 0.5f, 5, 8);
+    tensor *b = LEAF(&r, 1, 5);
+    EXPECT(GRADCHECK(ln_linear_fn, NULL, x, lw, lb, w, b), "layernorm_linear");
+    /* 3000 rows of 400: the recomputation runs in two passes; gradients equal the chain's */
+    x = LEAF(&r, 1, 3000, 400), lw = LEAF(&r, 1, 400), lb = LEAF(&r, 1, 400), w = LEAF(&r, 0.05f, 6, 400);
+    b = LEAF(&r, 1, 6);
+    tensor *inputs[5] = {x, lw, lb, w, b};
+    tensor *chain = op_linear(op_layernorm(x, lw, lb, 1e-5f), w, b);
+    float *seed = malloc(sizeof(float) * (size_t)chain->numel), *want[5];
+    for (int64_t i = 0; i < chain->numel; i++) seed[i] = rng_normal(&r);
+    tape_backward_from(chain, seed);
+    for (int i = 0; i < 5; i++) {
+        want[i] = malloc(sizeof(float) * (size_t)inputs[i]->numel);
+        memcpy(want[i], inputs[i]->grad, sizeof(float) * (size_t)inputs[i]->numel);
+        inputs[i]->grad = NULL;
+    }
+    tape_reset();
+    tensor *fused = ln_linear_fn(inputs, NULL);
+    EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) < 1e-5, "forward");
+    tape_backward_from(fused, seed);
+    for (int i = 0; i < 5; i++) {
+        double err = max_rel_diff(inputs[i]->grad, want[i], inputs[i]->numel);
+        EXPECT(err < 1e-4, "gradient of input %d differs from the chain's by %g", i, err);
+        free(want[i]);
+    }
+    tape_reset();
+    free(seed);
+    EXPECT_ERROR(op_layernorm_linear(x, lw, lb, 1e-5f, RANDN(&r, 1, 6, 399), NULL), "does not match weight (6, 399)");
+}

@@ -80,7 +80,8 @@ TEST(residual_linear_drops_whole_samples_and_grad) {
         EXPECT(ok, "p %g, gelu %d, bias %d", c.p, c.gelu, c.bias);
     }
     EXPECT_ERROR(op_residual_linear(res, RANDN(&r, 1, B, 4, 5), w, b, false, 0, NULL),
-                 "residual (400, 3, 4), input (400, 4, 5), weight (4, 5), bias (4) do not match");
+                 "residual (400, 3, 4), input (400, 4, 5), weight (4, 5) do not match");
+    EXPECT_ERROR(op_residual_linear(res, h, w, RANDN(&r, 1, 5), false, 0, NULL), "bias (5) for 4 outputs");
 }
 
 /* large enough that the backward (and the forward, unevenly) runs in passes of fewer samples: the

@@ -5,7 +5,7 @@
 #pragma once
 #include "tensor.h"
 
-#define TAPE_MAX_INPUTS 4
+#define TAPE_MAX_INPUTS 5
 #define TAPE_MAX_SAVED 4
 #define TAPE_MAX_IARGS 12
 #define TAPE_MAX_FARGS 4

@@ -21,6 +21,13 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *x, con
     }
 }
 
+void layernorm_apply(float *out, const float *x, const float *mean, const float *rstd,
+                     const float *w, const float *b, int64_t M, int C) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; r++)
+        for (int j = 0; j < C; j++) out[r * C + j] = (x[r * C + j] - mean[r]) * rstd[r] * w[j] + b[j];
+}
+
 void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                         const float *mean, const float *rstd, const float *w, int64_t M, int C) {
     if (dx) {

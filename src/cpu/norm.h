@@ -6,6 +6,9 @@
 /* x (M, C) -> out (M, C); writes the row mean and rstd (M) for the backward */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
                        const float *b, int64_t M, int C, float eps);
+/* out = the layernorm of x with the row statistics layernorm_forward wrote (a recomputation) */
+void layernorm_apply(float *out, const float *x, const float *mean, const float *rstd,
+                     const float *w, const float *b, int64_t M, int C);
 /* dx (M, C), dw, db (C) += gradients; dw/db NULL to skip */
 void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                         const float *mean, const float *rstd, const float *w, int64_t M, int C);

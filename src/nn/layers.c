@@ -72,6 +72,7 @@ void nn_mlp_init(nn_mlp *m, param_store *ps, const char *name, int dim, int hidd
     nn_linear_init(&m->fc2, ps, nn_name("%s.fc2", name), hidden, dim, true);
 }
 
-tensor *nn_mlp_residual(const nn_mlp *m, tensor *res, tensor *x, float drop_path, rng *r) {
-    return op_residual_linear(res, nn_linear_forward(&m->fc1, x), m->fc2.w, m->fc2.b, true, drop_path, r);
+tensor *nn_mlp_residual(const nn_mlp *m, const nn_layernorm *norm, tensor *res, float drop_path, rng *r) {
+    tensor *h = op_layernorm_linear(res, norm->w, norm->b, norm->eps, m->fc1.w, m->fc1.b);
+    return op_residual_linear(res, h, m->fc2.w, m->fc2.b, true, drop_path, r);
 }

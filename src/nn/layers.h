@@ -38,5 +38,6 @@ typedef struct nn_mlp {
 } nn_mlp;
 /* fc1 (dim -> hidden), GELU, fc2 (hidden -> dim) as timm's Mlp */
 void nn_mlp_init(nn_mlp *m, param_store *ps, const char *name, int dim, int hidden);
-/* res + drop_path(fc2(gelu(fc1(x)))): the MLP as a residual step (op_residual_linear) */
-tensor *nn_mlp_residual(const nn_mlp *m, tensor *res, tensor *x, float drop_path, rng *r);
+/* res + drop_path(fc2(gelu(fc1(norm(res))))): the pre-norm MLP as one residual step, keeping
+ * neither the normalised input nor the GELU (op_layernorm_linear, op_residual_linear) */
+tensor *nn_mlp_residual(const nn_mlp *m, const nn_layernorm *norm, tensor *res, float drop_path, rng *r);

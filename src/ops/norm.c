@@ -5,6 +5,7 @@
 #include "../core/check.h"
 #include "../core/tape.h"
 #include "../cpu/elementwise.h"
+#include "../cpu/matmul.h"
 #include "../cpu/norm.h"
 #include "backward.h"
 #include "op_table.h"
@@ -30,6 +31,66 @@ void op_layernorm_backward(tape_node *n) {
                        w->requires_grad ? tensor_grad(w) : NULL,
                        b->requires_grad ? tensor_grad(b) : NULL, n->out->grad, x->data,
                        n->saved[0]->data, n->saved[1]->data, w->data, x->numel / C, C);
+}
+
+/* rows per pass of the recomputed layernorm: a few MiB of scratch */
+static int64_t rows_per_pass(int64_t M, int C) {
+    int64_t rows = ((int64_t)1 << 20) / C;
+    return rows < 1 ? 1 : rows < M ? rows : M;
+}
+
+tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b) {
+    int C = x->shape[x->ndim - 1];
+    CHECK(ln_w->numel == C && ln_b->numel == C, "layernorm_linear: weight %s / bias %s do not match %s",
+          SHAPE_STR(ln_w), SHAPE_STR(ln_b), SHAPE_STR(x));
+    CHECK(w->ndim == 2 && w->shape[1] == C, "layernorm_linear: input %s does not match weight %s",
+          SHAPE_STR(x), SHAPE_STR(w));
+    CHECK(!b || b->numel == w->shape[0], "layernorm_linear: bias %s does not match weight %s",
+          SHAPE_STR(b), SHAPE_STR(w));
+    int64_t M = x->numel / C;
+    int N = w->shape[0], shape[TENSOR_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = N;
+    tensor *out = tensor_new(x->ndim, shape), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
+    int64_t pass = rows_per_pass(M, C);
+    arena_mark m = arena_get_mark(&vitc_arena);
+    float *y = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(pass * C));
+    for (int64_t r0 = 0; r0 < M; r0 += pass) {
+        int64_t rows = r0 + pass < M ? pass : M - r0;
+        layernorm_forward(y, mean->data + r0, rstd->data + r0, x->data + r0 * C, ln_w->data, ln_b->data,
+                          rows, C, eps);
+        linear_forward(out->data + r0 * N, y, w->data, b ? b->data : NULL, (int)rows, C, N);
+    }
+    arena_release(&vitc_arena, m);
+    op_macs += 5.0 * (double)x->numel + (double)M * C * N;
+    tape_node *n = tape_record(OP_LAYERNORM_LINEAR, out, 5, (tensor *[]){x, ln_w, ln_b, w, b});
+    if (n) n->saved[0] = mean, n->saved[1] = rstd;
+    return out;
+}
+
+void op_layernorm_linear_backward(tape_node *n) {
+    tensor *x = n->in[0], *ln_w = n->in[1], *ln_b = n->in[2], *w = n->in[3], *b = n->in[4];
+    int C = x->shape[x->ndim - 1], N = w->shape[0];
+    int64_t M = x->numel / C, pass = rows_per_pass(M, C);
+    const float *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
+    /* gradient buffers first: the scratch after the mark is released below */
+    float *dx = x->requires_grad ? tensor_grad(x) : NULL;
+    float *dln_w = ln_w->requires_grad ? tensor_grad(ln_w) : NULL;
+    float *dln_b = ln_b->requires_grad ? tensor_grad(ln_b) : NULL;
+    float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
+    arena_mark m = arena_get_mark(&vitc_arena);
+    float *y = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(pass * C));
+    float *dy = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(pass * C));
+    for (int64_t r0 = 0; r0 < M; r0 += pass) {
+        int64_t rows = r0 + pass < M ? pass : M - r0;
+        const float *xs = x->data + r0 * C, *g = n->out->grad + r0 * N;
+        layernorm_apply(y, xs, mean + r0, rstd + r0, ln_w->data, ln_b->data, rows, C);
+        memset(dy, 0, sizeof(float) * (size_t)(rows * C));
+        linear_backward(dy, dw, db, g, y, w->data, (int)rows, C, N);
+        layernorm_backward(dx ? dx + r0 * C : NULL, dln_w, dln_b, dy, xs, mean + r0, rstd + r0,
+                           ln_w->data, rows, C);
+    }
+    arena_release(&vitc_arena, m);
 }
 
 tensor *op_l2norm(tensor *x) {

@@ -53,6 +53,9 @@ void op_split(tensor *x, int dim, int n, const int *sizes, tensor **out);
 /* ---- norm.c ---- */
 /* over the last dim; w, b (C) */
 tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps);
+/* op_linear(op_layernorm(x, ln_w, ln_b, eps), w, b) keeping only the row statistics: the backward
+ * recomputes the normalised rows (the input of an MLP's fc1) */
+tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b);
 /* Euclidean norm over the last dim, keeping it: (..., C) -> (..., 1) */
 tensor *op_l2norm(tensor *x);
 /* softmax over the last dim of x + bias; bias NULL or of a shape equal to the trailing dims of x

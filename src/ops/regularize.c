@@ -53,10 +53,11 @@ static int samples_per_group(int B, int rows, int floats_per_row) {
 tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r) {
     CHECK(p >= 0 && p < 1, "residual_linear: probability %g outside [0, 1)", p);
     int K = h->shape[h->ndim - 1], N = res->shape[res->ndim - 1];
-    CHECK(w->ndim == 2 && w->shape[0] == N && w->shape[1] == K && (!b || b->numel == N) &&
-              h->numel / K == res->numel / N && h->shape[0] == res->shape[0],
-          "residual_linear: residual %s, input %s, weight %s, bias %s do not match", SHAPE_STR(res),
-          SHAPE_STR(h), SHAPE_STR(w), SHAPE_STR(b));
+    CHECK(w->ndim == 2 && w->shape[0] == N && w->shape[1] == K && h->numel / K == res->numel / N &&
+              h->shape[0] == res->shape[0],
+          "residual_linear: residual %s, input %s, weight %s do not match", SHAPE_STR(res),
+          SHAPE_STR(h), SHAPE_STR(w));
+    CHECK(!b || b->numel == N, "residual_linear: bias %s for %d outputs", SHAPE_STR(b), N);
     int B = res->shape[0], M = (int)(res->numel / N), rows = M / B;
     tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B) : NULL;
     tensor *out = tensor_like(res);
