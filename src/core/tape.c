@@ -66,7 +66,8 @@ static void run_backward(bool consuming) {
         op_table[node->op].backward(node);
         /* the output's gradient is complete and now consumed, and so are the node's activations:
          * their memory serves later gradients */
-        arena_give_back(&vitc_arena, node->out->grad, (size_t)node->out->numel * sizeof(float));
+        if (node->out->grad) /* (an input may have taken it over) */
+            arena_give_back(&vitc_arena, node->out->grad, (size_t)node->out->numel * sizeof(float));
         node->out->grad = NULL;
         give_back_activations(node, consuming);
     }

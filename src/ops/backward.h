@@ -3,6 +3,11 @@
 #pragma once
 #include "../core/tape.h"
 
+/* x's gradient += the node output's, for an input the op passes its gradient to unchanged (x of the
+ * output's size): when x has none yet, it takes the output's buffer instead of a zeroed copy plus a
+ * pass. Call it last in the backward: the output's gradient is gone afterwards. */
+void pass_grad(tensor *x, tensor *out);
+
 void op_linear_backward(tape_node *n);
 void op_matmul_backward(tape_node *n);
 void op_add_backward(tape_node *n);

@@ -78,7 +78,6 @@ tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b) { return op_dwconv2d_add(x,
 void op_dwconv2d_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *base = n->in[3];
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
-    if (base && base->requires_grad) accumulate(tensor_grad(base), n->out->grad, base->numel);
     /* gradient buffers first: what follows the mark is scratch, released below */
     float *dx = x->requires_grad ? tensor_grad(x) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL;
@@ -89,6 +88,7 @@ void op_dwconv2d_backward(tape_node *n) {
     dwconv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, B, H, W, C, w->shape[0], k, wt,
                       partial);
     arena_release(&vitc_arena, m);
+    if (base && base->requires_grad) pass_grad(base, n->out);
 }
 
 tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow) {

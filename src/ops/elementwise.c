@@ -106,7 +106,7 @@ tensor *op_add_scalar(tensor *x, float s) {
 
 void op_add_scalar_backward(tape_node *n) {
     tensor *x = n->in[0];
-    if (x->requires_grad) accumulate(tensor_grad(x), n->out->grad, x->numel);
+    if (x->requires_grad) pass_grad(x, n->out);
 }
 
 /* unary activations share one shape: forward kernel, then backward from the saved input */

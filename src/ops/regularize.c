@@ -90,7 +90,6 @@ void op_residual_linear_backward(tape_node *n) {
     bool gelu = n->iarg[0];
     int K = h->shape[h->ndim - 1], N = w->shape[0], B = res->shape[0], M = (int)(res->numel / N);
     int rows = M / B;
-    if (res->requires_grad) accumulate(tensor_grad(res), n->out->grad, res->numel);
     /* gradient buffers first: the scratch after the mark is released below */
     float *dh = h->requires_grad ? tensor_grad(h) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
@@ -129,4 +128,5 @@ void op_residual_linear_backward(tape_node *n) {
         }
     }
     arena_release(&vitc_arena, m);
+    if (res->requires_grad) pass_grad(res, n->out);
 }

@@ -16,8 +16,16 @@ tensor *op_reshape(tensor *x, int ndim, const int *shape) {
 }
 
 void op_reshape_backward(tape_node *n) {
-    tensor *x = n->in[0];
-    if (x->requires_grad) accumulate(tensor_grad(x), n->out->grad, x->numel);
+    if (n->in[0]->requires_grad) pass_grad(n->in[0], n->out);
+}
+
+void pass_grad(tensor *x, tensor *out) {
+    if (!x->grad) {
+        x->grad = out->grad;
+        out->grad = NULL;
+    } else {
+        accumulate(x->grad, out->grad, x->numel);
+    }
 }
 
 tensor *op_permute(tensor *x, const int *perm) {
