@@ -28,3 +28,5 @@ int vitc_thread_id(void) {
     return 0;
 #endif
 }
+
+bool vitc_items_in_parallel(int items) { return items >= 2 * vitc_threads(); }

@@ -1,6 +1,10 @@
 /* Thread control: OpenMP for our loops, OpenBLAS (its OpenMP build) for big GEMMs. */
 #pragma once
+#include <stdbool.h>
 
 void vitc_set_threads(int n); /* n <= 0: keep OMP_NUM_THREADS / the machine default */
 int vitc_threads(void);
 int vitc_thread_id(void); /* inside a parallel region: 0 .. vitc_threads() - 1 */
+/* Enough independent items (attention's (sequence, head) pairs) to give each thread whole ones, each
+ * with single-threaded GEMMs; fewer run one after another with OpenBLAS threading each GEMM. */
+bool vitc_items_in_parallel(int items);

@@ -8,9 +8,9 @@
 #include "norm.h"
 #include "reduce.h"
 
-/* Enough (sequence, head) pairs to give each thread whole pairs with single-threaded GEMMs; else
- * the pairs run one after another with OpenBLAS threading each GEMM and the rows split. */
-static bool pairs_in_parallel(const attn_dims *a) { return a->seqs * a->heads >= 2 * vitc_threads(); }
+/* one pair per thread when there are enough (vitc_items_in_parallel); else the pairs run in order
+ * with OpenBLAS threading each GEMM and the softmax rows split */
+static bool pairs_in_parallel(const attn_dims *a) { return vitc_items_in_parallel(a->seqs * a->heads); }
 
 size_t attention_scratch_floats(const attn_dims *a, bool dbias) {
     size_t nm = (size_t)a->n * a->m;

@@ -57,7 +57,7 @@ void focus_backward(float *dx, float *dt, const float *dy, const float *x, const
             for (int j = 0; j < C; j++) dt[j] += partial[(size_t)i * C + j];
 }
 
-static bool pairs_in_parallel(const lin_attn_dims *a) { return a->seqs * a->heads >= 2 * vitc_threads(); }
+static bool pairs_in_parallel(const lin_attn_dims *a) { return vitc_items_in_parallel(a->seqs * a->heads); }
 
 static void forward_pair(float *out, float *kv, float *kmean, float *z, const float *q,
                          const float *k, const float *v, const lin_attn_dims *a, int pair) {
@@ -174,7 +174,7 @@ static void softmax_features(float *qh, const float *q, int n, int d, int C) {
 }
 
 static bool softmax_lin_pairs_in_parallel(const softmax_lin_dims *a) {
-    return a->seqs * a->heads >= 2 * vitc_threads();
+    return vitc_items_in_parallel(a->seqs * a->heads);
 }
 
 /* per thread: qh (n, d), kh (m, d), and for the backward dqh (n, d), dkh (m, d), dctx (d, d) */
