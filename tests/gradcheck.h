@@ -16,6 +16,12 @@ typedef struct gradcheck_opts {
 bool gradcheck(const char *name, gradcheck_fn f, const void *ctx, int n_in, tensor **inputs,
                gradcheck_opts opts);
 
+/* a and b, both on the tape, are the same function of `inputs` (a fused op and the chain of ops it
+ * replaces): runs the reverse pass from each with one random upstream gradient and returns the worst
+ * relative difference of the inputs' gradients. Clears the inputs' gradients and the tape. For sizes
+ * where finite differences would be slow (a fused op's multi-pass path). */
+double backward_difference(tensor *a, tensor *b, int n_in, tensor **inputs);
+
 #define GRADCHECK(f, ctx, ...)                                                                     \
     gradcheck(#f, (f), (ctx), (int)(sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *)),       \
               (tensor *[]){__VA_ARGS__}, (gradcheck_opts){0})
