@@ -129,10 +129,10 @@ static void *swin_build(model *m) {
 
 static tensor *swin_block_forward(const swin_block *b, tensor *x, int R, const forward_opts *o) {
     int B = x->shape[0], C = x->shape[2], w = b->window, nw = (R / w) * (R / w);
-    tensor *y = RESHAPE(nn_layernorm_forward(&b->norm1, x), B, R, R, C);
     tensor *qkv[3];
-    nn_linear_chunks(&b->qkv, op_window_partition(y, w, w, b->shift), 3, qkv);
-    y = attn_forward(b->core, qkv[0], qkv[1], qkv[2]);
+    tensor *windows = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b, b->norm1.eps, w, w, b->shift);
+    nn_linear_chunks(&b->qkv, windows, 3, qkv);
+    tensor *y = attn_forward(b->core, qkv[0], qkv[1], qkv[2]);
     /* the projection is per token, so it runs after the windows are put back, inside the residual step */
     y = op_window_reverse(RESHAPE(y, B * nw, w * w, C), R, R, w, w, b->shift);
     float dp = o->train ? b->drop_path : 0.0f;

@@ -141,3 +141,24 @@ TEST(layernorm_linear_equals_the_chain_and_grad) {
     EXPECT(err < 1e-4, "gradients differ from the chain's by %g", err);
     EXPECT_ERROR(op_layernorm_linear(x, lw, lb, 1e-5f, RANDN(&r, 1, 6, 399), NULL), "does not match weight (6, 399)");
 }
+
+static tensor *ln_windows_fn(tensor **in, const void *ctx) {
+    const int *shift = ctx;
+    return op_layernorm_windows(in[0], in[1], in[2], 1e-5f, 2, 3, *shift);
+}
+
+TEST(layernorm_windows_equals_partition_of_layernorm_and_grad) {
+    rng r;
+    rng_seed(&r, 35, RNG_TEST);
+    for (int shift = 0; shift < 2; shift++) {
+        tensor *x = LEAF(&r, 1, 2, 4, 6, 5), *w = LEAF(&r, 1, 5), *b = LEAF(&r, 1, 5);
+        tensor *chain = op_window_partition(op_layernorm(x, w, b, 1e-5f), 2, 3, shift);
+        tensor *fused = ln_windows_fn((tensor *[]){x, w, b}, &shift);
+        EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) == 0, "shift %d: forward", shift);
+        double err = backward_difference(chain, fused, 3, (tensor *[]){x, w, b});
+        EXPECT(err < 1e-5, "shift %d: gradients differ from the chain's by %g", shift, err);
+        EXPECT(GRADCHECK(ln_windows_fn, &shift, x, w, b), "layernorm_windows shift %d", shift);
+    }
+    EXPECT_ERROR(op_layernorm_windows(RANDN(&r, 1, 1, 4, 5, 3), RANDN(&r, 1, 3), RANDN(&r, 1, 3), 1e-5f, 2, 3, 0),
+                 "2x3 windows do not tile (1, 4, 5, 3)");
+}

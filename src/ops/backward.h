@@ -38,6 +38,7 @@ void op_relpos_gather_backward(tape_node *n);
 void op_dropout_backward(tape_node *n);
 void op_residual_linear_backward(tape_node *n);
 void op_layernorm_linear_backward(tape_node *n);
+void op_layernorm_windows_backward(tape_node *n);
 void op_focus_backward(tape_node *n);
 void op_linear_attention_backward(tape_node *n);
 void op_softmax_linear_attention_backward(tape_node *n);

@@ -7,6 +7,7 @@
 #include "../cpu/elementwise.h"
 #include "../cpu/matmul.h"
 #include "../cpu/norm.h"
+#include "../cpu/spatial.h"
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
@@ -90,6 +91,42 @@ void op_layernorm_linear_backward(tape_node *n) {
         layernorm_backward(dx ? dx + r0 * C : NULL, dln_w, dln_b, dy, xs, mean + r0, rstd + r0,
                            ln_w->data, rows, C);
     }
+    arena_release(&vitc_arena, m);
+}
+
+tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift) {
+    CHECK(x->ndim == 4 && wh >= 1 && ww >= 1 && x->shape[1] % wh == 0 && x->shape[2] % ww == 0,
+          "layernorm_windows: %dx%d windows do not tile %s (B, H, W, C)", wh, ww, SHAPE_STR(x));
+    int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
+    CHECK(w->numel == C && b->numel == C, "layernorm_windows: weight %s / bias %s do not match %s",
+          SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
+    int64_t M = x->numel / C;
+    tensor *out = TENSOR(B * (H / wh) * (W / ww), wh * ww, C), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
+    arena_mark m = arena_get_mark(&vitc_arena);
+    float *y = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
+    layernorm_forward(y, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
+    window_copy(out->data, y, B, H, W, C, wh, ww, shift, true, false);
+    arena_release(&vitc_arena, m);
+    op_macs += 5.0 * (double)x->numel;
+    tape_node *n = tape_record(OP_LAYERNORM_WINDOWS, out, 3, (tensor *[]){x, w, b});
+    if (n) {
+        n->saved[0] = mean, n->saved[1] = rstd;
+        n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift;
+    }
+    return out;
+}
+
+void op_layernorm_windows_backward(tape_node *n) {
+    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
+    /* gradient buffers first: the scratch after the mark is released below */
+    float *dx = x->requires_grad ? tensor_grad(x) : NULL, *dw = w->requires_grad ? tensor_grad(w) : NULL;
+    float *db = b->requires_grad ? tensor_grad(b) : NULL;
+    arena_mark m = arena_get_mark(&vitc_arena);
+    float *g = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel); /* back in map order */
+    window_copy(n->out->grad, g, B, H, W, C, n->iarg[0], n->iarg[1], n->iarg[2], false, false);
+    layernorm_backward(dx, dw, db, g, x->data, n->saved[0]->data, n->saved[1]->data, w->data,
+                       x->numel / C, C);
     arena_release(&vitc_arena, m);
 }
 

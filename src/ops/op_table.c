@@ -35,6 +35,7 @@ const op_info op_table[OP_COUNT] = {
     [OP_LINEAR_ATTENTION] = {"linear_attention", op_linear_attention_backward},
     [OP_SOFTMAX_LINEAR_ATTENTION] = {"softmax_linear_attention", op_softmax_linear_attention_backward},
     [OP_LAYERNORM_LINEAR] = {"layernorm_linear", op_layernorm_linear_backward},
+    [OP_LAYERNORM_WINDOWS] = {"layernorm_windows", op_layernorm_windows_backward},
     [OP_RESIDUAL_LINEAR] = {"residual_linear", op_residual_linear_backward},
     [OP_ATTENTION] = {"attention", op_attention_backward},
     [OP_CROSS_ENTROPY] = {"cross_entropy", op_cross_entropy_backward},

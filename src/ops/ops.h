@@ -56,6 +56,9 @@ tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps);
 /* op_linear(op_layernorm(x, ln_w, ln_b, eps), w, b) keeping only the row statistics: the backward
  * recomputes the normalised rows (the input of an MLP's fc1) */
 tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b);
+/* op_window_partition(op_layernorm(x, w, b, eps), wh, ww, shift) of x (B, H, W, C) keeping only the
+ * row statistics: the windows are the only copy of the normalised map (Swin's norm1) */
+tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift);
 /* Euclidean norm over the last dim, keeping it: (..., C) -> (..., 1) */
 tensor *op_l2norm(tensor *x);
 /* softmax over the last dim of x + bias; bias NULL or of a shape equal to the trailing dims of x
