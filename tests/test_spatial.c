@@ -42,6 +42,8 @@ TEST(window_partition_layout_round_trip_and_grad) {
                             layout &= got == x->data[((b * 6 + my) * 9 + mx) * 5 + 3];
                         }
         EXPECT(layout, "case %d layout", i);
+        EXPECT((w->data == x->data) == (nh * nw == 1 && c->shift == 0), "case %d: a copy exactly when "
+               "there is more than one window or a shift", i);
         tensor *back = reverse_fn((tensor *[]){w}, c);
         EXPECT(max_rel_diff(back->data, x->data, x->numel) == 0, "case %d round trip", i);
         EXPECT(GRADCHECK(partition_fn, c, x), "partition case %d", i);

@@ -102,10 +102,11 @@ tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh,
           SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
     int64_t M = x->numel / C;
     tensor *out = TENSOR(B * (H / wh) * (W / ww), wh * ww, C), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
+    bool one_window = wh == H && ww == W && shift % H == 0 && shift % W == 0;
     arena_mark m = arena_get_mark(&vitc_arena);
-    float *y = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
+    float *y = one_window ? out->data : arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
     layernorm_forward(y, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
-    window_copy(out->data, y, B, H, W, C, wh, ww, shift, true, false);
+    if (!one_window) window_copy(out->data, y, B, H, W, C, wh, ww, shift, true, false);
     arena_release(&vitc_arena, m);
     op_macs += 5.0 * (double)x->numel;
     tape_node *n = tape_record(OP_LAYERNORM_WINDOWS, out, 3, (tensor *[]){x, w, b});
@@ -123,8 +124,11 @@ void op_layernorm_windows_backward(tape_node *n) {
     float *dx = x->requires_grad ? tensor_grad(x) : NULL, *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b->requires_grad ? tensor_grad(b) : NULL;
     arena_mark m = arena_get_mark(&vitc_arena);
-    float *g = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel); /* back in map order */
-    window_copy(n->out->grad, g, B, H, W, C, n->iarg[0], n->iarg[1], n->iarg[2], false, false);
+    float *g = n->out->grad; /* in map order: */
+    if (n->out->shape[0] != B) {
+        g = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
+        window_copy(n->out->grad, g, B, H, W, C, n->iarg[0], n->iarg[1], n->iarg[2], false, false);
+    }
     layernorm_backward(dx, dw, db, g, x->data, n->saved[0]->data, n->saved[1]->data, w->data,
                        x->numel / C, C);
     arena_release(&vitc_arena, m);

@@ -85,7 +85,8 @@ tensor *op_interp_bilinear(tensor *x, int ho, int wo);
 /* ---- spatial.c ---- */
 /* x (B, H, W, C) -> (B * H/wh * W/ww, wh*ww, C), the windows of torch.roll(x, (-shift, -shift),
  * (1, 2)) in row-major order (Swin's shifted windows; shift 0 for plain ones); wh x ww rectangles
- * also give CSwin's stripes (H_sp x W_sp) */
+ * also give CSwin's stripes (H_sp x W_sp). One window of the whole unshifted map is a reshape (a
+ * view, no copy); so is the inverse. */
 tensor *op_window_partition(tensor *x, int wh, int ww, int shift);
 /* inverse: x (B * H/wh * W/ww, wh*ww, C) -> (B, H, W, C), rolled back by +shift */
 tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift);

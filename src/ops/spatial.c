@@ -11,6 +11,7 @@ tensor *op_window_partition(tensor *x, int wh, int ww, int shift) {
     CHECK(x->ndim == 4 && wh >= 1 && ww >= 1 && x->shape[1] % wh == 0 && x->shape[2] % ww == 0,
           "window_partition: %dx%d windows do not tile %s (B, H, W, C)", wh, ww, SHAPE_STR(x));
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
+    if (wh == H && ww == W && shift % H == 0 && shift % W == 0) return RESHAPE(x, B, H * W, C);
     tensor *out = TENSOR(B * (H / wh) * (W / ww), wh * ww, C);
     window_copy(out->data, x->data, B, H, W, C, wh, ww, shift, true, false);
     tape_node *n = tape_record(OP_WINDOW_PARTITION, out, 1, (tensor *[]){x});
@@ -31,6 +32,7 @@ tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift) {
           "window_reverse: %s is not a batch of %dx%d windows of a %dx%d map", SHAPE_STR(x), wh,
           ww, H, W);
     int C = x->shape[2], B = x->shape[0] / ((H / wh) * (W / ww));
+    if (wh == H && ww == W && shift % H == 0 && shift % W == 0) return RESHAPE(x, B, H, W, C);
     tensor *out = TENSOR(B, H, W, C);
     window_copy(x->data, out->data, B, H, W, C, wh, ww, shift, false, false);
     tape_node *n = tape_record(OP_WINDOW_REVERSE, out, 1, (tensor *[]){x});
