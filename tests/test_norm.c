@@ -159,6 +159,15 @@ TEST(layernorm_windows_equals_partition_of_layernorm_and_grad) {
         EXPECT(err < 1e-5, "shift %d: gradients differ from the chain's by %g", shift, err);
         EXPECT(GRADCHECK(ln_windows_fn, &shift, x, w, b), "layernorm_windows shift %d", shift);
     }
+    /* one window of the whole map: a plain layernorm without a shift, a rolled one with */
+    tensor *x = LEAF(&r, 1, 1, 2, 3, 4), *w = LEAF(&r, 1, 4), *b = LEAF(&r, 1, 4);
+    for (int shift = 0; shift < 2; shift++) {
+        tensor *chain = op_window_partition(op_layernorm(x, w, b, 1e-5f), 2, 3, shift);
+        tensor *fused = op_layernorm_windows(x, w, b, 1e-5f, 2, 3, shift);
+        EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) == 0, "one window, shift %d", shift);
+        double err = backward_difference(chain, fused, 3, (tensor *[]){x, w, b});
+        EXPECT(err < 1e-5, "one window, shift %d: gradients differ by %g", shift, err);
+    }
     EXPECT_ERROR(op_layernorm_windows(RANDN(&r, 1, 1, 4, 5, 3), RANDN(&r, 1, 3), RANDN(&r, 1, 3), 1e-5f, 2, 3, 0),
                  "2x3 windows do not tile (1, 4, 5, 3)");
 }

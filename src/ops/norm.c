@@ -124,10 +124,11 @@ void op_layernorm_windows_backward(tape_node *n) {
     float *dx = x->requires_grad ? tensor_grad(x) : NULL, *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b->requires_grad ? tensor_grad(b) : NULL;
     arena_mark m = arena_get_mark(&vitc_arena);
+    int wh = n->iarg[0], ww = n->iarg[1], shift = n->iarg[2];
     float *g = n->out->grad; /* in map order: */
-    if (n->out->shape[0] != B) {
+    if (!(wh == H && ww == W && shift % H == 0 && shift % W == 0)) {
         g = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
-        window_copy(n->out->grad, g, B, H, W, C, n->iarg[0], n->iarg[1], n->iarg[2], false, false);
+        window_copy(n->out->grad, g, B, H, W, C, wh, ww, shift, false, false);
     }
     layernorm_backward(dx, dw, db, g, x->data, n->saved[0]->data, n->saved[1]->data, w->data,
                        x->numel / C, C);
