@@ -107,23 +107,23 @@ static void *cswin_build(model *m) {
     return net;
 }
 
-/* one branch: q, k, v (B, R*R, C') cut into h x w stripes, attention, stripes put back */
-static tensor *branch_forward(attn *a, tensor *const *qkv, int B, int R) {
-    int h = a->spec.h, w = a->spec.w, Cb = qkv[0]->shape[2];
-    tensor *parts[3];
-    for (int i = 0; i < 3; i++) parts[i] = op_window_partition(RESHAPE(qkv[i], B, R, R, Cb), h, w, 0);
-    tensor *out = attn_forward(a, parts[0], parts[1], parts[2]);
+/* branch br: norm1(x) cut into its h x w stripes, the branch's channels of q, k and v projected
+ * from them, each by its own GEMM (projections are per token, so they commute with the cut),
+ * attention, stripes put back */
+static tensor *branch_forward(const cswin_block *b, int br, tensor *x, int R) {
+    attn *a = b->branch[br];
+    int B = x->shape[0], C = x->shape[2], h = a->spec.h, w = a->spec.w, Cb = C / b->n_branches;
+    tensor *stripes = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b, b->norm1.eps, h, w, 0);
+    tensor *qkv[3];
+    for (int i = 0; i < 3; i++) qkv[i] = op_linear_rows(stripes, b->qkv.w, b->qkv.b, i * C + br * Cb, Cb);
+    tensor *out = attn_forward(a, qkv[0], qkv[1], qkv[2]);
     return RESHAPE(op_window_reverse(out, R, R, h, w, 0), B, R * R, Cb);
 }
 
 static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const forward_opts *o) {
-    int B = x->shape[0], C = x->shape[2], nb = b->n_branches, Cb = C / nb;
-    tensor *y = nn_layernorm_forward(&b->norm1, x), *out[2];
-    for (int br = 0; br < nb; br++) { /* the branch's channels of q, k and v, each from its own GEMM */
-        tensor *mine[3];
-        for (int i = 0; i < 3; i++) mine[i] = op_linear_rows(y, b->qkv.w, b->qkv.b, i * C + br * Cb, Cb);
-        out[br] = branch_forward(b->branch[br], mine, B, R);
-    }
+    int nb = b->n_branches;
+    tensor *out[2];
+    for (int br = 0; br < nb; br++) out[br] = branch_forward(b, br, x, R);
     tensor *a = nb == 1 ? out[0] : op_concat(2, out, 2);
     float dp = o->train ? b->drop_path : 0.0f;
     x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, dp, o->rng);
