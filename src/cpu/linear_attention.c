@@ -57,8 +57,6 @@ void focus_backward(float *dx, float *dt, const float *dy, const float *x, const
             for (int j = 0; j < C; j++) dt[j] += partial[(size_t)i * C + j];
 }
 
-static bool pairs_in_parallel(const lin_attn_dims *a) { return vitc_items_in_parallel(a->seqs * a->heads); }
-
 static void forward_pair(float *out, float *kv, float *kmean, float *z, const float *q,
                          const float *k, const float *v, const lin_attn_dims *a, int pair) {
     int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
@@ -72,9 +70,7 @@ static void forward_pair(float *out, float *kv, float *kmean, float *z, const fl
     for (int e = 0; e < d; e++) kmp[e] /= m;
     gemm_strided(false, false, n, d, d, 1.0f, qs, C, kvp, d, 0.0f, os, C);
     for (int i = 0; i < n; i++) {
-        float dot = 0;
-        for (int e = 0; e < d; e++) dot += qs[(size_t)i * C + e] * kmp[e];
-        zp[i] = 1.0f / (dot + 1e-6f);
+        zp[i] = 1.0f / (reduce_dot(qs + (size_t)i * C, kmp, d) + 1e-6f);
         for (int e = 0; e < d; e++) os[(size_t)i * C + e] *= zp[i];
     }
 }
@@ -82,7 +78,7 @@ static void forward_pair(float *out, float *kv, float *kmean, float *z, const fl
 void linear_attention_forward(float *out, float *kv, float *kmean, float *z, const float *q,
                               const float *k, const float *v, const lin_attn_dims *a) {
     int pairs = a->seqs * a->heads;
-    if (pairs_in_parallel(a)) {
+    if (vitc_items_in_parallel(pairs)) {
 #pragma omp parallel for schedule(static)
         for (int p = 0; p < pairs; p++) forward_pair(out, kv, kmean, z, q, k, v, a, p);
     } else {
@@ -110,9 +106,8 @@ static void backward_pair(float *dq, float *dk, float *dv, const float *dout, co
     gemm_strided(false, false, n, d, d, 1.0f, q + qo, C, kvp, d, 0.0f, gz, d);
     for (int i = 0; i < n; i++) {
         const float *g = dout + qo + (size_t)i * C;
-        float *row = gz + (size_t)i * d, dz = 0;
-        for (int e = 0; e < d; e++) dz += g[e] * row[e];
-        an[i] = -dz * zp[i] * zp[i];
+        float *row = gz + (size_t)i * d;
+        an[i] = -reduce_dot(g, row, d) * zp[i] * zp[i];
         for (int e = 0; e < d; e++) row[e] = g[e] * zp[i]; /* now G z */
     }
     /* d kv = qᵀ (G z), d kmean = Σ_i a_i q_i */
@@ -139,7 +134,7 @@ void linear_attention_backward(float *dq, float *dk, float *dv, const float *dou
                                const float *z, const lin_attn_dims *a, float *scratch) {
     int pairs = a->seqs * a->heads;
     size_t per = scratch_per_thread(a);
-    if (pairs_in_parallel(a)) {
+    if (vitc_items_in_parallel(pairs)) {
 #pragma omp parallel for schedule(static)
         for (int p = 0; p < pairs; p++)
             backward_pair(dq, dk, dv, dout, q, k, v, kv, kmean, z, a, p, scratch + vitc_thread_id() * per);
@@ -173,10 +168,6 @@ static void softmax_features(float *qh, const float *q, int n, int d, int C) {
     }
 }
 
-static bool softmax_lin_pairs_in_parallel(const softmax_lin_dims *a) {
-    return vitc_items_in_parallel(a->seqs * a->heads);
-}
-
 /* per thread: qh (n, d), kh (m, d), and for the backward dqh (n, d), dkh (m, d), dctx (d, d) */
 static size_t softmax_lin_per_thread(const softmax_lin_dims *a) {
     return 2 * ((size_t)a->n + a->m) * a->d + (size_t)a->d * a->d;
@@ -202,7 +193,7 @@ void softmax_linear_attention_forward(float *out, float *ctx, const float *q, co
                                       const float *v, const softmax_lin_dims *a, float *scratch) {
     int pairs = a->seqs * a->heads;
     size_t per = softmax_lin_per_thread(a);
-    if (softmax_lin_pairs_in_parallel(a)) {
+    if (vitc_items_in_parallel(pairs)) {
 #pragma omp parallel for schedule(static)
         for (int p = 0; p < pairs; p++)
             softmax_lin_forward_pair(out, ctx, q, k, v, a, p, scratch + vitc_thread_id() * per);
@@ -229,8 +220,7 @@ static void softmax_lin_backward_pair(float *dq, float *dk, float *dv, const flo
         gemm_strided(false, true, n, d, d, 1.0f, g, Co, cp, d, 0.0f, dqh, d);
         for (int i = 0; i < n; i++) { /* softmax over features */
             const float *y = qh + (size_t)i * d, *gy = dqh + (size_t)i * d;
-            float dot = 0;
-            for (int e = 0; e < d; e++) dot += gy[e] * y[e];
+            float dot = reduce_dot(gy, y, d);
             for (int e = 0; e < d; e++) dq[qo + (size_t)i * C + e] += y[e] * (gy[e] - dot);
         }
     }
@@ -252,7 +242,7 @@ void softmax_linear_attention_backward(float *dq, float *dk, float *dv, const fl
                                        const float *ctx, const softmax_lin_dims *a, float *scratch) {
     int pairs = a->seqs * a->heads;
     size_t per = softmax_lin_per_thread(a);
-    if (softmax_lin_pairs_in_parallel(a)) {
+    if (vitc_items_in_parallel(pairs)) {
 #pragma omp parallel for schedule(static)
         for (int p = 0; p < pairs; p++)
             softmax_lin_backward_pair(dq, dk, dv, dout, q, k, v, ctx, a, p, scratch + vitc_thread_id() * per);

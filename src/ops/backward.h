@@ -8,6 +8,14 @@
  * pass. Call it last in the backward: the output's gradient is gone afterwards. */
 void pass_grad(tensor *x, tensor *out);
 
+/* How many of `items` (samples, rows) one pass of an op that recomputes in passes takes when each
+ * needs `floats_per_item` floats of scratch: passes of about 8 MiB keep the scratch small next to
+ * the activations, and the GEMMs of a pass still have thousands of rows. */
+static inline int64_t items_per_pass(int64_t items, int64_t floats_per_item) {
+    int64_t budget = (int64_t)1 << 21, n = floats_per_item >= budget ? 1 : budget / floats_per_item;
+    return n < items ? n : items;
+}
+
 void op_linear_backward(tape_node *n);
 void op_matmul_backward(tape_node *n);
 void op_add_backward(tape_node *n);

@@ -34,12 +34,6 @@ void op_layernorm_backward(tape_node *n) {
                        n->saved[0]->data, n->saved[1]->data, w->data, x->numel / C, C);
 }
 
-/* rows per pass of the recomputed layernorm: a few MiB of scratch */
-static int64_t rows_per_pass(int64_t M, int C) {
-    int64_t rows = ((int64_t)1 << 20) / C;
-    return rows < 1 ? 1 : rows < M ? rows : M;
-}
-
 tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b) {
     int C = x->shape[x->ndim - 1];
     CHECK(ln_w->numel == C && ln_b->numel == C, "layernorm_linear: weight %s / bias %s do not match %s",
@@ -53,7 +47,7 @@ tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, te
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;
     tensor *out = tensor_new(x->ndim, shape), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
-    int64_t pass = rows_per_pass(M, C);
+    int64_t pass = items_per_pass(M, C);
     arena_mark m = arena_get_mark(&vitc_arena);
     float *y = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(pass * C));
     for (int64_t r0 = 0; r0 < M; r0 += pass) {
@@ -72,7 +66,7 @@ tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, te
 void op_layernorm_linear_backward(tape_node *n) {
     tensor *x = n->in[0], *ln_w = n->in[1], *ln_b = n->in[2], *w = n->in[3], *b = n->in[4];
     int C = x->shape[x->ndim - 1], N = w->shape[0];
-    int64_t M = x->numel / C, pass = rows_per_pass(M, C);
+    int64_t M = x->numel / C, pass = items_per_pass(M, 2 * C); /* y and dy */
     const float *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
     /* gradient buffers first: the scratch after the mark is released below */
     float *dx = x->requires_grad ? tensor_grad(x) : NULL;

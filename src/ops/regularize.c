@@ -41,15 +41,6 @@ void op_dropout_backward(tape_node *n) {
     for (int64_t i = 0; i < x->numel; i++) gx[i] += g[i] * m[i];
 }
 
-/* Samples per pass (of B, `rows` rows each) when the step needs scratch of `floats_per_row` per row:
- * passes of a few MiB keep the scratch small next to the activations, and the GEMMs still have
- * thousands of rows. */
-static int samples_per_group(int B, int rows, int floats_per_row) {
-    int64_t per_sample = (int64_t)rows * floats_per_row, budget = 1 << 21;
-    int64_t group = per_sample >= budget ? 1 : budget / per_sample;
-    return group < B ? (int)group : B;
-}
-
 tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r) {
     CHECK(p >= 0 && p < 1, "residual_linear: probability %g outside [0, 1)", p);
     int K = h->shape[h->ndim - 1], N = res->shape[res->ndim - 1];
@@ -61,7 +52,7 @@ tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool ge
     int B = res->shape[0], M = (int)(res->numel / N), rows = M / B;
     tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B) : NULL;
     tensor *out = tensor_like(res);
-    int group = gelu ? samples_per_group(B, rows, K) : B;
+    int group = gelu ? (int)items_per_pass(B, (int64_t)rows * K) : B;
     arena_mark m = arena_get_mark(&vitc_arena);
     float *scratch = gelu ? arena_alloc(&vitc_arena, sizeof(float) * (size_t)group * rows * K) : NULL;
     for (int s0 = 0; s0 < B; s0 += group) {
@@ -93,7 +84,7 @@ void op_residual_linear_backward(tape_node *n) {
     /* gradient buffers first: the scratch after the mark is released below */
     float *dh = h->requires_grad ? tensor_grad(h) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
-    int group = gelu || mask ? samples_per_group(B, rows, gelu ? 2 * K + N : N) : B;
+    int group = gelu || mask ? (int)items_per_pass(B, (int64_t)rows * (gelu ? 2 * K + N : N)) : B;
     arena_mark m = arena_get_mark(&vitc_arena);
     size_t most = (size_t)group * rows;
     float *gm = mask ? arena_alloc(&vitc_arena, sizeof(float) * most * N) : NULL;
