@@ -31,6 +31,7 @@ TEST(focus_matches_the_op_chain_and_grad) {
         EXPECT(GRADCHECK(focus_fn, &p, x, t), "focus p %g", p);
     }
     EXPECT_ERROR(op_focus(RANDN(&r, 1, 2, 5), RANDN(&r, 1, 4), 3.0f), "temperature (4) for 5 channels");
+    EXPECT_ERROR(op_focus(RANDN(&r, 1, 2, 5), RANDN(&r, 1, 5), 0.0f), "power 0 must be positive");
 }
 
 /* out[s, i, h*d + e] = sum_j q_i·k_j v_j[e] / m / (q_i · mean_j k_j + 1e-6) per head */
@@ -132,4 +133,6 @@ TEST(softmax_linear_attention_matches_naive_reference_and_grad) {
     }
     tensor *q = RANDN(&r, 1, 2, 4, 6);
     EXPECT_ERROR(op_softmax_linear_attention(q, q, q, 2, 4, 4), "channels 4..8 of (2, 4, 6) in 2 heads");
+    EXPECT_ERROR(op_softmax_linear_attention(q, RANDN(&r, 1, 2, 5, 6), q, 2, 0, 4),
+                 "are not (b, n, C), (b, m, C), (b, m, C)");
 }

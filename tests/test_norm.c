@@ -140,6 +140,8 @@ TEST(layernorm_linear_equals_the_chain_and_grad) {
     double err = backward_difference(chain, fused, 5, inputs);
     EXPECT(err < 1e-4, "gradients differ from the chain's by %g", err);
     EXPECT_ERROR(op_layernorm_linear(x, lw, lb, 1e-5f, RANDN(&r, 1, 6, 399), NULL), "does not match weight (6, 399)");
+    EXPECT_ERROR(op_layernorm_linear(x, lw, lb, 1e-5f, w, RANDN(&r, 1, 5)), "bias (5) does not match weight (6, 400)");
+    EXPECT_ERROR(op_layernorm_linear(x, RANDN(&r, 1, 399), lb, 1e-5f, w, b), "weight (399) / bias (400) do not match");
 }
 
 static tensor *ln_windows_fn(tensor **in, const void *ctx) {
@@ -170,4 +172,5 @@ TEST(layernorm_windows_equals_partition_of_layernorm_and_grad) {
     }
     EXPECT_ERROR(op_layernorm_windows(RANDN(&r, 1, 1, 4, 5, 3), RANDN(&r, 1, 3), RANDN(&r, 1, 3), 1e-5f, 2, 3, 0),
                  "2x3 windows do not tile (1, 4, 5, 3)");
+    EXPECT_ERROR(op_layernorm_windows(x, RANDN(&r, 1, 3), b, 1e-5f, 2, 3, 0), "weight (3) / bias (4) do not match");
 }
