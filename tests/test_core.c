@@ -74,26 +74,59 @@ TEST(arena_mark_release_restores_usage) {
     arena_free(&a);
 }
 
-TEST(arena_spare_blocks_are_reused_zeroed_best_fit_and_dropped_past_a_mark) {
+TEST(arena_spare_blocks_are_reused_best_fit_split_and_merged) {
     arena a;
     arena_init(&a, 1 << 16);
     float *big = arena_alloc(&a, 4096), *small = arena_alloc(&a, 1024);
+    arena_alloc(&a, 64); /* keeps big and small from reaching the top */
     big[0] = small[0] = 7;
     arena_give_back(&a, big, 4096);
+    EXPECT_ERROR(arena_give_back(&a, big + 256, 64), "given back twice");
     arena_give_back(&a, small, 1024);
-    float *p = arena_calloc_spare(&a, 1000);
-    EXPECT(p == small && p[0] == 0, "asked 1000 bytes: got %p (small %p, big %p), first value %g", (void *)p,
-           (void *)small, (void *)big, p == small ? p[0] : -1);
+    EXPECT(a.n_spare == 1 && a.spare[0].data == big && a.spare[0].bytes == 5120,
+           "neighbours did not merge: %d spare blocks, the first of %zu bytes", a.n_spare, a.spare[0].bytes);
     size_t used = a.used;
-    EXPECT(arena_calloc_spare(&a, 4000) == big && a.used == used, "the big block was not reused");
-    EXPECT(arena_calloc_spare(&a, 64) != big && a.used > used, "no spare left, yet nothing allocated");
+    float *p = arena_calloc_spare(&a, 1000);
+    EXPECT(p == big && p[0] == 0 && a.used == used, "asked 1000 bytes: got %p (block at %p), first value %g",
+           (void *)p, (void *)big, p == big ? p[0] : -1);
+    EXPECT(a.n_spare == 1 && a.spare[0].data == (char *)big + 1024 && a.spare[0].bytes == 4096,
+           "the rest of the block is not spare: %d blocks, %zu bytes", a.n_spare, a.spare[0].bytes);
+    float *larger = arena_alloc(&a, 8192);
+    arena_alloc(&a, 64);
+    arena_give_back(&a, larger, 8192);
+    EXPECT(arena_alloc_spare(&a, 4000) == (float *)((char *)big + 1024), "4000 bytes not from the "
+           "smallest block that fits");
+    arena_free(&a);
+}
+
+TEST(arena_give_back_at_the_top_lowers_it) {
+    arena a;
+    arena_init(&a, 1 << 16);
+    arena_alloc(&a, 100);
+    size_t base = a.used;
+    float *x = arena_alloc(&a, 2000), *y = arena_alloc(&a, 3000);
+    arena_give_back(&a, x, 2000); /* not at the top: spare */
+    EXPECT(a.n_spare == 1 && a.used == base + 2048 + 3008, "x: %d spare, used %zu", a.n_spare, a.used);
+    arena_give_back(&a, y, 3000); /* the top, merged with x below it */
+    EXPECT(a.n_spare == 0 && a.used == base, "y: %d spare, used %zu (base %zu)", a.n_spare, a.used, base);
+    EXPECT(arena_alloc(&a, 64) == x, "the next block does not start where x did");
+    arena_free(&a);
+}
+
+TEST(arena_release_drops_and_trims_spare_blocks_past_the_mark) {
+    arena a;
+    arena_init(&a, 1 << 16);
+    float *before = arena_alloc(&a, 1024);
     arena_mark m = arena_get_mark(&a);
-    float *late = arena_alloc(&a, 256);
+    float *after = arena_alloc(&a, 1024), *late = arena_alloc(&a, 256);
+    arena_alloc(&a, 64);
     arena_give_back(&a, late, 256);
-    arena_give_back(&a, big, 4096);
+    arena_give_back(&a, before, 1024);
+    arena_give_back(&a, after, 1024); /* merges with both: straddles the mark */
     arena_release(&a, m);
-    EXPECT(a.n_spare == 1 && a.spare[0].data == big, "%d spare blocks after the release (the one past the "
-           "mark must go)", a.n_spare);
+    EXPECT(a.n_spare == 1 && a.spare[0].data == before && a.spare[0].bytes == 1024,
+           "%d spare blocks after the release, the first of %zu bytes (1024 before the mark)", a.n_spare,
+           a.n_spare ? a.spare[0].bytes : 0);
     arena_free(&a);
 }
 

@@ -13,7 +13,7 @@ struct arena_chunk {
     char *base;
 };
 
-arena vitc_arena = {.chunk_bytes = 64u << 20};
+arena vitc_arena = {.chunk_bytes = 256u << 20};
 
 static arena_chunk *chunk_new(size_t size) {
     arena_chunk *c = xmalloc(sizeof(arena_chunk));
@@ -26,11 +26,17 @@ static arena_chunk *chunk_new(size_t size) {
     return c;
 }
 
+static void forget_island(arena *a) {
+    a->island = a->island_next = NULL;
+    a->island_left = 0;
+}
+
 void arena_init(arena *a, size_t chunk_bytes) {
     a->head = NULL;
     a->used = a->peak = 0;
     a->chunk_bytes = chunk_bytes;
     a->n_spare = 0;
+    forget_island(a);
 }
 
 void arena_free(arena *a) {
@@ -42,11 +48,16 @@ void arena_free(arena *a) {
     a->head = NULL;
     a->used = 0;
     a->n_spare = 0;
+    forget_island(a);
+}
+
+static size_t aligned_size(size_t bytes) {
+    size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    return need ? need : ARENA_ALIGN;
 }
 
 void *arena_alloc(arena *a, size_t bytes) {
-    size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-    if (need == 0) need = ARENA_ALIGN;
+    size_t need = aligned_size(bytes);
     arena_chunk *c = a->head;
     if (!c || c->offset + need > c->size) {
         size_t size = need > a->chunk_bytes ? need : a->chunk_bytes;
@@ -61,36 +72,92 @@ void *arena_alloc(arena *a, size_t bytes) {
     return p;
 }
 
+void *arena_alloc_small(arena *a, size_t bytes) {
+    size_t need = aligned_size(bytes);
+    if (need > ARENA_ISLAND_BYTES) return arena_alloc(a, bytes);
+    if (need > a->island_left) {
+        a->island = a->island_next = arena_alloc(a, ARENA_ISLAND_BYTES);
+        a->island_left = ARENA_ISLAND_BYTES;
+    }
+    void *p = a->island_next;
+    a->island_next += need;
+    a->island_left -= need;
+    return p;
+}
+
 void *arena_calloc(arena *a, size_t bytes) {
     void *p = arena_alloc(a, bytes);
     memset(p, 0, bytes);
     return p;
 }
 
+/* two blocks meeting at p may merge unless p starts a chunk (chunks are separate allocations) */
+static bool chunk_starts_at(const arena *a, const char *p) {
+    for (const arena_chunk *c = a->head; c; c = c->next)
+        if (c->base == p) return true;
+    return false;
+}
+
+static void drop_spare(arena *a, int i) { a->spare[i] = a->spare[--a->n_spare]; }
+
 void arena_give_back(arena *a, void *data, size_t bytes) {
+    char *lo = data, *hi = lo + aligned_size(bytes);
+    for (int i = 0; i < a->n_spare;) { /* merge with the free neighbours on either side */
+        char *s_lo = a->spare[i].data, *s_hi = s_lo + a->spare[i].bytes;
+        CHECK(hi <= s_lo || lo >= s_hi, "arena: block at %p (%zu bytes) given back twice", data, bytes);
+        if (s_hi == lo && !chunk_starts_at(a, lo)) lo = s_lo, drop_spare(a, i);
+        else if (s_lo == hi && !chunk_starts_at(a, hi)) hi = s_hi, drop_spare(a, i);
+        else i++;
+    }
+    arena_chunk *c = a->head;
+    if (c && hi == c->base + c->offset && lo >= c->base) { /* the top of the newest chunk: unbump */
+        c->offset = (size_t)(lo - c->base);
+        a->used -= (size_t)(hi - lo);
+        return;
+    }
+    arena_block block = {lo, (size_t)(hi - lo)};
     if (a->n_spare < ARENA_SPARE_SLOTS) {
-        a->spare[a->n_spare++] = (arena_block){data, bytes};
+        a->spare[a->n_spare++] = block;
         return;
     }
     int smallest = 0; /* full: keep the larger blocks, which serve more requests */
     for (int i = 1; i < a->n_spare; i++)
         if (a->spare[i].bytes < a->spare[smallest].bytes) smallest = i;
-    if (a->spare[smallest].bytes < bytes) a->spare[smallest] = (arena_block){data, bytes};
+    if (a->spare[smallest].bytes < block.bytes) a->spare[smallest] = block;
+}
+
+void *arena_alloc_spare(arena *a, size_t bytes) {
+    size_t need = aligned_size(bytes);
+    int best = -1;
+    for (int i = 0; i < a->n_spare; i++)
+        if (a->spare[i].bytes >= need && (best < 0 || a->spare[i].bytes < a->spare[best].bytes)) best = i;
+    if (best < 0) return arena_alloc(a, bytes);
+    arena_block *s = &a->spare[best];
+    void *p = s->data;
+    if (s->bytes > need) { /* the rest of the block stays spare */
+        s->data = (char *)s->data + need;
+        s->bytes -= need;
+    } else {
+        drop_spare(a, best);
+    }
+    return p;
 }
 
 void *arena_calloc_spare(arena *a, size_t bytes) {
-    int best = -1;
-    for (int i = 0; i < a->n_spare; i++)
-        if (a->spare[i].bytes >= bytes && (best < 0 || a->spare[i].bytes < a->spare[best].bytes)) best = i;
-    if (best < 0) return arena_calloc(a, bytes);
-    void *p = a->spare[best].data;
-    a->spare[best] = a->spare[--a->n_spare];
+    void *p = arena_alloc_spare(a, bytes);
     memset(p, 0, bytes);
     return p;
 }
 
+float *scratch_floats(size_t n) { return arena_alloc_spare(&vitc_arena, sizeof(float) * n); }
+
+void scratch_done(float *p, size_t n) {
+    if (p) arena_give_back(&vitc_arena, p, sizeof(float) * n);
+}
+
 void arena_reset(arena *a) {
     a->n_spare = 0;
+    forget_island(a);
     if (a->peak && (!a->head || a->head->next || a->head->size < a->peak)) {
         /* the step spilled over several chunks (which layer-by-layer inference may have released
          * already): replace them by one block that fits the peak */
@@ -117,9 +184,17 @@ static bool after_mark(const arena *a, arena_mark m, const char *p) {
 }
 
 void arena_release(arena *a, arena_mark m) {
-    for (int i = 0; i < a->n_spare;) /* spare blocks past the mark go with it */
-        if (after_mark(a, m, a->spare[i].data)) a->spare[i] = a->spare[--a->n_spare];
-        else i++;
+    for (int i = 0; i < a->n_spare;) { /* spare blocks past the mark go with it */
+        arena_block *s = &a->spare[i];
+        if (after_mark(a, m, s->data)) {
+            drop_spare(a, i);
+            continue;
+        }
+        if (m.chunk && after_mark(a, m, (char *)s->data + s->bytes - 1)) /* straddles the mark */
+            s->bytes = (size_t)(m.chunk->base + m.offset - (char *)s->data);
+        i++;
+    }
+    if (a->island && after_mark(a, m, a->island)) forget_island(a);
     while (a->head && a->head != m.chunk) {
         arena_chunk *c = a->head;
         a->head = c->next;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #define ARENA_SPARE_SLOTS 256
+#define ARENA_ISLAND_BYTES (64u << 10)
 
 typedef struct arena_chunk arena_chunk;
 typedef struct arena_block {
@@ -19,6 +20,10 @@ typedef struct arena {
     /* blocks given back before the reset (dead gradients of the reverse pass), for reuse */
     arena_block spare[ARENA_SPARE_SLOTS];
     int n_spare;
+    /* small objects (tensor structs) come from islands of ARENA_ISLAND_BYTES, so that they do not
+     * sit between the data blocks and keep given-back neighbours from merging */
+    char *island, *island_next;
+    size_t island_left;
 } arena;
 
 typedef struct arena_mark {
@@ -30,11 +35,19 @@ void arena_init(arena *a, size_t chunk_bytes);
 void arena_free(arena *a);
 void *arena_alloc(arena *a, size_t bytes); /* 64-byte aligned, uninitialised */
 void *arena_calloc(arena *a, size_t bytes);
-/* Gives a block back before the reset: arena_calloc_spare hands it out again. The reverse pass gives
- * back each gradient once its node has run, so the peak holds a few blocks' gradients, not all. */
+void *arena_alloc_small(arena *a, size_t bytes); /* from an island; never given back */
+/* Gives a block back before the reset: arena_alloc_spare hands it out again. The reverse pass gives
+ * back each gradient and activation once its node has run, so the peak holds a few blocks'
+ * gradients, not all. A block merges with spare neighbours, and one that ends at the top of the
+ * newest chunk lowers the top instead; giving back a block twice is an error. */
 void arena_give_back(arena *a, void *data, size_t bytes);
-/* Zeroed memory: the smallest spare block that fits when there is one, else arena_calloc. */
-void *arena_calloc_spare(arena *a, size_t bytes);
+/* The front of the smallest spare block that fits (the rest stays spare), else arena_alloc. */
+void *arena_alloc_spare(arena *a, size_t bytes);
+void *arena_calloc_spare(arena *a, size_t bytes); /* zeroed */
+/* Scratch floats of one op call: spare memory when the reverse pass has given some back, else the
+ * top of the arena, which scratch_done (in any order) brings down again. */
+float *scratch_floats(size_t n);
+void scratch_done(float *p, size_t n); /* p may be NULL */
 void arena_reset(arena *a);
 arena_mark arena_get_mark(const arena *a);
 void arena_release(arena *a, arena_mark m); /* frees everything allocated after the mark */

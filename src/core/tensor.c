@@ -16,7 +16,7 @@ int64_t shape_numel(int ndim, const int *shape) {
 tensor *tensor_new(int ndim, const int *shape) {
     CHECK(ndim >= 0 && ndim <= TENSOR_MAX_DIMS, "tensor with %d dims (at most %d)", ndim,
           TENSOR_MAX_DIMS);
-    tensor *t = arena_alloc(&vitc_arena, sizeof(tensor));
+    tensor *t = arena_alloc_small(&vitc_arena, sizeof(tensor));
     memset(t, 0, sizeof(*t));
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) {
@@ -42,7 +42,7 @@ tensor *tensor_view(const tensor *x, int ndim, const int *shape) {
     CHECK(shape_numel(ndim, shape) == x->numel, "cannot view %s (%lld elements) with %d dims of "
           "%lld elements", SHAPE_STR(x), (long long)x->numel, ndim,
           (long long)shape_numel(ndim, shape));
-    tensor *t = arena_alloc(&vitc_arena, sizeof(tensor));
+    tensor *t = arena_alloc_small(&vitc_arena, sizeof(tensor));
     memset(t, 0, sizeof(*t));
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
@@ -54,7 +54,7 @@ tensor *tensor_view(const tensor *x, int ndim, const int *shape) {
 
 tensor *tensor_wrap(float *data, int ndim, const int *shape) {
     CHECK(ndim >= 1 && ndim <= TENSOR_MAX_DIMS, "wrap with %d dims", ndim);
-    tensor *t = arena_alloc(&vitc_arena, sizeof(tensor));
+    tensor *t = arena_alloc_small(&vitc_arena, sizeof(tensor));
     memset(t, 0, sizeof(*t));
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
@@ -67,7 +67,7 @@ tensor *tensor_keep(const arena_mark *m, tensor *x) {
     if (tape_grad_enabled()) return x;
     tensor copy = *x;
     copy.data = arena_keep(&vitc_arena, *m, x->data, (size_t)x->numel * sizeof(float));
-    tensor *t = arena_alloc(&vitc_arena, sizeof(tensor));
+    tensor *t = arena_alloc_small(&vitc_arena, sizeof(tensor));
     *t = copy;
     return t;
 }

@@ -35,11 +35,10 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, te
                                           v->requires_grad || (bias && bias->requires_grad));
     tensor *out = tensor_like(q);
     tensor *probs = record ? TENSOR(b, heads, n, m) : NULL;
-    arena_mark mark = arena_get_mark(&vitc_arena);
-    float *scratch = record ? NULL
-                            : arena_alloc(&vitc_arena, sizeof(float) * attention_scratch_floats(&a, false));
+    size_t n_scratch = record ? 0 : attention_scratch_floats(&a, false);
+    float *scratch = record ? NULL : scratch_floats(n_scratch);
     attention_forward(out->data, probs ? probs->data : NULL, q->data, k->data, v->data, &a, scratch);
-    if (!record) arena_release(&vitc_arena, mark);
+    scratch_done(scratch, n_scratch);
     op_macs += 2.0 * b * heads * n * m * a.d;
     tape_node *node = tape_record(OP_ATTENTION, out, 4, (tensor *[]){q, k, v, bias});
     if (node) {
@@ -54,13 +53,12 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, te
 void op_attention_backward(tape_node *node) {
     tensor *q = node->in[0], *k = node->in[1], *v = node->in[2], *bias = node->in[3];
     attn_dims a = dims_of(q, k, node->iarg[0], node->farg[0], bias, node->ptr, node->iarg[1]);
-    /* gradient buffers first: the scratch after the mark is released below */
     float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
     float *dbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
-    arena_mark mark = arena_get_mark(&vitc_arena);
-    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * attention_scratch_floats(&a, dbias));
+    size_t n_scratch = attention_scratch_floats(&a, dbias);
+    float *scratch = scratch_floats(n_scratch);
     attention_backward(dq, dk, dv, dbias, node->out->grad, node->saved[0]->data, q->data, k->data,
                        v->data, &a, scratch);
-    arena_release(&vitc_arena, mark);
+    scratch_done(scratch, n_scratch);
 }

@@ -30,12 +30,11 @@ tensor *op_conv2d(tensor *x, tensor *w, tensor *b, int stride, int pad, int grou
     CHECK(g.Ho >= 1 && g.Wo >= 1, "conv2d: kernel %dx%d larger than the padded input %s", g.kh,
           g.kw, SHAPE_STR(x));
     tensor *out = TENSOR(g.B, g.Ho, g.Wo, g.Cout);
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * (size_t)g.B * g.Ho * g.Wo *
-                                                  (g.Cin / groups) * g.kh * g.kw);
+    size_t cols = (size_t)g.B * g.Ho * g.Wo * (g.Cin / groups) * g.kh * g.kw;
+    float *scratch = scratch_floats(cols);
     conv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, &g, scratch);
     op_macs += (double)out->numel * (g.Cin / groups) * g.kh * g.kw;
-    arena_release(&vitc_arena, m);
+    scratch_done(scratch, cols);
     tape_node *n = tape_record(OP_CONV2D, out, 3, (tensor *[]){x, w, b});
     if (n) n->iarg[0] = stride, n->iarg[1] = pad, n->iarg[2] = groups;
     return out;
@@ -47,11 +46,10 @@ void op_conv2d_backward(tape_node *n) {
     float *dx = x->requires_grad ? tensor_grad(x) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
-    arena_mark m = arena_get_mark(&vitc_arena);
     size_t cols = (size_t)g.B * g.Ho * g.Wo * (g.Cin / g.groups) * g.kh * g.kw;
-    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * 2 * cols);
+    float *scratch = scratch_floats(2 * cols);
     conv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, &g, scratch);
-    arena_release(&vitc_arena, m);
+    scratch_done(scratch, 2 * cols);
 }
 
 tensor *op_dwconv2d_add(tensor *x, tensor *w, tensor *b, tensor *base) {
@@ -63,12 +61,12 @@ tensor *op_dwconv2d_add(tensor *x, tensor *w, tensor *b, tensor *base) {
     CHECK(!base || base->numel == x->numel, "dwconv2d: base %s for input %s", SHAPE_STR(base), SHAPE_STR(x));
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
     tensor *out = tensor_like(x);
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(k * k + 1) * C);
+    size_t n_wt = (size_t)(k * k + 1) * C;
+    float *wt = scratch_floats(n_wt);
     dwconv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, base ? base->data : NULL, B, H,
                      W, C, w->shape[0], k, wt);
     op_macs += (double)out->numel * k * k;
-    arena_release(&vitc_arena, m);
+    scratch_done(wt, n_wt);
     tape_record(OP_DWCONV2D, out, 4, (tensor *[]){x, w, b, base});
     return out;
 }
@@ -78,16 +76,15 @@ tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b) { return op_dwconv2d_add(x,
 void op_dwconv2d_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *base = n->in[3];
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
-    /* gradient buffers first: what follows the mark is scratch, released below */
     float *dx = x->requires_grad ? tensor_grad(x) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *wt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(k * k + 1) * C);
-    float *partial = arena_alloc(&vitc_arena, sizeof(float) * DW_CHUNKS * (size_t)(k * k + 1) * C);
+    size_t n_wt = (size_t)(k * k + 1) * C;
+    float *wt = scratch_floats(n_wt), *partial = scratch_floats(DW_CHUNKS * n_wt);
     dwconv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, B, H, W, C, w->shape[0], k, wt,
                       partial);
-    arena_release(&vitc_arena, m);
+    scratch_done(wt, n_wt);
+    scratch_done(partial, DW_CHUNKS * n_wt);
     if (base && base->requires_grad) pass_grad(base, n->out);
 }
 

@@ -26,10 +26,10 @@ void op_focus_backward(tape_node *n) {
     tensor *x = n->in[0], *t = n->in[1];
     int C = x->shape[x->ndim - 1];
     float *dx = x->requires_grad ? tensor_grad(x) : NULL, *dt = t->requires_grad ? tensor_grad(t) : NULL;
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *partial = arena_alloc(&vitc_arena, sizeof(float) * (size_t)vitc_threads() * C);
+    size_t n_partial = (size_t)vitc_threads() * C;
+    float *partial = scratch_floats(n_partial);
     focus_backward(dx, dt, n->out->grad, x->data, t->data, n->farg[0], x->numel / C, C, partial);
-    arena_release(&vitc_arena, m);
+    scratch_done(partial, n_partial);
 }
 
 tensor *op_linear_attention(tensor *q, tensor *k, tensor *v, int heads) {
@@ -57,14 +57,13 @@ tensor *op_linear_attention(tensor *q, tensor *k, tensor *v, int heads) {
 void op_linear_attention_backward(tape_node *n) {
     tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     lin_attn_dims a = {q->shape[0], q->shape[1], k->shape[1], n->iarg[0], q->shape[2] / n->iarg[0]};
-    /* gradient buffers first: the scratch after the mark is released below */
     float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * linear_attention_scratch_floats(&a));
+    size_t n_scratch = linear_attention_scratch_floats(&a);
+    float *scratch = scratch_floats(n_scratch);
     linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data, n->saved[0]->data,
                               n->saved[1]->data, n->saved[2]->data, &a, scratch);
-    arena_release(&vitc_arena, m);
+    scratch_done(scratch, n_scratch);
 }
 
 static softmax_lin_dims softmax_lin_dims_of(const tensor *q, const tensor *k, int heads, int c0, int channels) {
@@ -82,10 +81,10 @@ tensor *op_softmax_linear_attention(tensor *q, tensor *k, tensor *v, int heads, 
           SHAPE_STR(q), heads);
     softmax_lin_dims a = softmax_lin_dims_of(q, k, heads, c0, channels);
     tensor *out = TENSOR(a.seqs, a.n, channels), *ctx = TENSOR(a.seqs, heads, a.d, a.d);
-    arena_mark mark = arena_get_mark(&vitc_arena);
-    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * softmax_linear_attention_scratch_floats(&a));
+    size_t n_scratch = softmax_linear_attention_scratch_floats(&a);
+    float *scratch = scratch_floats(n_scratch);
     softmax_linear_attention_forward(out->data, ctx->data, q->data, k->data, v->data, &a, scratch);
-    arena_release(&vitc_arena, mark);
+    scratch_done(scratch, n_scratch);
     /* as the matmuls of the unfused form: softmax(k)ᵀv and softmax(q)·ctx */
     op_macs += (double)a.seqs * heads * a.d * a.d * ((double)a.m + a.n);
     tape_node *n = tape_record(OP_SOFTMAX_LINEAR_ATTENTION, out, 3, (tensor *[]){q, k, v});
@@ -99,12 +98,11 @@ tensor *op_softmax_linear_attention(tensor *q, tensor *k, tensor *v, int heads, 
 void op_softmax_linear_attention_backward(tape_node *n) {
     tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     softmax_lin_dims a = softmax_lin_dims_of(q, k, n->iarg[0], n->iarg[1], n->iarg[2]);
-    /* gradient buffers first: the scratch after the mark is released below */
     float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *scratch = arena_alloc(&vitc_arena, sizeof(float) * softmax_linear_attention_scratch_floats(&a));
+    size_t n_scratch = softmax_linear_attention_scratch_floats(&a);
+    float *scratch = scratch_floats(n_scratch);
     softmax_linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data,
                                       n->saved[0]->data, &a, scratch);
-    arena_release(&vitc_arena, m);
+    scratch_done(scratch, n_scratch);
 }

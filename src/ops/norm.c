@@ -48,15 +48,14 @@ tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, te
     shape[x->ndim - 1] = N;
     tensor *out = tensor_new(x->ndim, shape), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
     int64_t pass = items_per_pass(M, C);
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *y = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(pass * C));
+    float *y = scratch_floats((size_t)(pass * C));
     for (int64_t r0 = 0; r0 < M; r0 += pass) {
         int64_t rows = r0 + pass < M ? pass : M - r0;
         layernorm_forward(y, mean->data + r0, rstd->data + r0, x->data + r0 * C, ln_w->data, ln_b->data,
                           rows, C, eps);
         linear_forward(out->data + r0 * N, y, w->data, b ? b->data : NULL, (int)rows, C, N);
     }
-    arena_release(&vitc_arena, m);
+    scratch_done(y, (size_t)(pass * C));
     op_macs += 5.0 * (double)x->numel + (double)M * C * N;
     tape_node *n = tape_record(OP_LAYERNORM_LINEAR, out, 5, (tensor *[]){x, ln_w, ln_b, w, b});
     if (n) n->saved[0] = mean, n->saved[1] = rstd;
@@ -68,14 +67,11 @@ void op_layernorm_linear_backward(tape_node *n) {
     int C = x->shape[x->ndim - 1], N = w->shape[0];
     int64_t M = x->numel / C, pass = items_per_pass(M, 2 * C); /* y and dy */
     const float *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
-    /* gradient buffers first: the scratch after the mark is released below */
     float *dx = x->requires_grad ? tensor_grad(x) : NULL;
     float *dln_w = ln_w->requires_grad ? tensor_grad(ln_w) : NULL;
     float *dln_b = ln_b->requires_grad ? tensor_grad(ln_b) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *y = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(pass * C));
-    float *dy = arena_alloc(&vitc_arena, sizeof(float) * (size_t)(pass * C));
+    float *y = scratch_floats((size_t)(pass * C)), *dy = scratch_floats((size_t)(pass * C));
     for (int64_t r0 = 0; r0 < M; r0 += pass) {
         int64_t rows = r0 + pass < M ? pass : M - r0;
         const float *xs = x->data + r0 * C, *g = n->out->grad + r0 * N;
@@ -85,7 +81,8 @@ void op_layernorm_linear_backward(tape_node *n) {
         layernorm_backward(dx ? dx + r0 * C : NULL, dln_w, dln_b, dy, xs, mean + r0, rstd + r0,
                            ln_w->data, rows, C);
     }
-    arena_release(&vitc_arena, m);
+    scratch_done(y, (size_t)(pass * C));
+    scratch_done(dy, (size_t)(pass * C));
 }
 
 tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift) {
@@ -97,11 +94,12 @@ tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh,
     int64_t M = x->numel / C;
     tensor *out = TENSOR(B * (H / wh) * (W / ww), wh * ww, C), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
     bool one_window = wh == H && ww == W && shift % H == 0 && shift % W == 0;
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *y = one_window ? out->data : arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
+    float *y = one_window ? out->data : scratch_floats((size_t)x->numel);
     layernorm_forward(y, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
-    if (!one_window) window_copy(out->data, y, B, H, W, C, wh, ww, shift, true, false);
-    arena_release(&vitc_arena, m);
+    if (!one_window) {
+        window_copy(out->data, y, B, H, W, C, wh, ww, shift, true, false);
+        scratch_done(y, (size_t)x->numel);
+    }
     op_macs += 5.0 * (double)x->numel;
     tape_node *n = tape_record(OP_LAYERNORM_WINDOWS, out, 3, (tensor *[]){x, w, b});
     if (n) {
@@ -114,19 +112,17 @@ tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh,
 void op_layernorm_windows_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
-    /* gradient buffers first: the scratch after the mark is released below */
     float *dx = x->requires_grad ? tensor_grad(x) : NULL, *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b->requires_grad ? tensor_grad(b) : NULL;
-    arena_mark m = arena_get_mark(&vitc_arena);
     int wh = n->iarg[0], ww = n->iarg[1], shift = n->iarg[2];
-    float *g = n->out->grad; /* in map order: */
+    float *g = n->out->grad, *map_order = NULL;
     if (!(wh == H && ww == W && shift % H == 0 && shift % W == 0)) {
-        g = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
+        g = map_order = scratch_floats((size_t)x->numel);
         window_copy(n->out->grad, g, B, H, W, C, wh, ww, shift, false, false);
     }
     layernorm_backward(dx, dw, db, g, x->data, n->saved[0]->data, n->saved[1]->data, w->data,
                        x->numel / C, C);
-    arena_release(&vitc_arena, m);
+    scratch_done(map_order, (size_t)x->numel);
 }
 
 tensor *op_l2norm(tensor *x) {
@@ -166,11 +162,9 @@ void op_softmax_backward(tape_node *n) {
     tensor *x = n->in[0], *bias = n->in[1], *out = n->out;
     int N = x->shape[x->ndim - 1];
     int64_t M = x->numel / N;
-    /* gradient buffers first: dlogits after the mark is scratch, released below */
     float *gx = x->requires_grad ? tensor_grad(x) : NULL;
     float *gbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *dlogits = arena_alloc(&vitc_arena, sizeof(float) * (size_t)x->numel);
+    float *dlogits = scratch_floats((size_t)x->numel);
     softmax_backward(dlogits, out->grad, out->data, M, N);
     if (gx) accumulate(gx, dlogits, x->numel);
     if (gbias) {
@@ -178,7 +172,7 @@ void op_softmax_backward(tape_node *n) {
         int out5[5] = {1, 1, 1, (int)(x->numel / bias->numel), (int)bias->numel};
         broadcast_reduce(gbias, dlogits, in5, out5);
     }
-    arena_release(&vitc_arena, m);
+    scratch_done(dlogits, (size_t)x->numel);
 }
 
 tensor *op_mean(tensor *x, int dim, bool keepdim) {

@@ -53,8 +53,8 @@ tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool ge
     tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B) : NULL;
     tensor *out = tensor_like(res);
     int group = gelu ? (int)items_per_pass(B, (int64_t)rows * K) : B;
-    arena_mark m = arena_get_mark(&vitc_arena);
-    float *scratch = gelu ? arena_alloc(&vitc_arena, sizeof(float) * (size_t)group * rows * K) : NULL;
+    size_t n_scratch = gelu ? (size_t)group * rows * K : 0;
+    float *scratch = gelu ? scratch_floats(n_scratch) : NULL;
     for (int s0 = 0; s0 < B; s0 += group) {
         int gs = s0 + group < B ? group : B - s0;
         size_t r0 = (size_t)s0 * rows, n_act = (size_t)gs * rows * K;
@@ -66,7 +66,7 @@ tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool ge
         residual_linear_forward(out->data + r0 * N, res->data + r0 * N, act, w->data,
                                 b ? b->data : NULL, mask ? mask->data + s0 : NULL, gs, gs * rows, K, N);
     }
-    arena_release(&vitc_arena, m);
+    scratch_done(scratch, n_scratch);
     op_macs += (double)M * K * N;
     tape_node *n = tape_record(OP_RESIDUAL_LINEAR, out, 4, (tensor *[]){res, h, w, b});
     if (n) {
@@ -81,15 +81,12 @@ void op_residual_linear_backward(tape_node *n) {
     bool gelu = n->iarg[0];
     int K = h->shape[h->ndim - 1], N = w->shape[0], B = res->shape[0], M = (int)(res->numel / N);
     int rows = M / B;
-    /* gradient buffers first: the scratch after the mark is released below */
     float *dh = h->requires_grad ? tensor_grad(h) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     int group = gelu || mask ? (int)items_per_pass(B, (int64_t)rows * (gelu ? 2 * K + N : N)) : B;
-    arena_mark m = arena_get_mark(&vitc_arena);
     size_t most = (size_t)group * rows;
-    float *gm = mask ? arena_alloc(&vitc_arena, sizeof(float) * most * N) : NULL;
-    float *act = gelu ? arena_alloc(&vitc_arena, sizeof(float) * most * K) : NULL;
-    float *slope = gelu ? arena_alloc(&vitc_arena, sizeof(float) * most * K) : NULL;
+    float *gm = mask ? scratch_floats(most * N) : NULL;
+    float *act = gelu ? scratch_floats(most * K) : NULL, *slope = gelu ? scratch_floats(most * K) : NULL;
     for (int s0 = 0; s0 < B; s0 += group) {
         int gs = s0 + group < B ? group : B - s0, gm_rows = gs * rows;
         size_t r0 = (size_t)s0 * rows;
@@ -118,6 +115,8 @@ void op_residual_linear_backward(tape_node *n) {
             for (int64_t i = 0; i < n_act; i++) dhs[i] += dact[i] * slope[i];
         }
     }
-    arena_release(&vitc_arena, m);
+    scratch_done(gm, most * N);
+    scratch_done(act, most * K);
+    scratch_done(slope, most * K);
     if (res->requires_grad) pass_grad(res, n->out);
 }
