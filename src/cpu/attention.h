@@ -1,6 +1,8 @@
 /* Fused softmax attention kernels on token layouts (seqs, tokens, heads·d): each head is read and
- * written in place through the GEMMs' leading dimensions, so heads are never split out or merged,
- * and only the probabilities are kept for the backward. Backward kernels accumulate (+=). */
+ * written in place through the GEMMs' leading dimensions, so heads are never split out or merged.
+ * Only each row's log-sum-exp is kept for the backward, which recomputes the probabilities from q
+ * and k (one more n x m x d GEMM per pair instead of holding seqs·heads·n·m floats from the forward
+ * to the backward). Backward kernels accumulate (+=). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,15 +15,15 @@ typedef struct attn_dims {
     int windows;
 } attn_dims;
 
-/* floats of scratch attention_forward (without probs) and attention_backward (with dbias or not) need */
-size_t attention_scratch_floats(const attn_dims *a, bool dbias);
+/* floats of scratch attention_forward and attention_backward (with dbias or not) need */
+size_t attention_scratch_floats(const attn_dims *a, bool backward, bool dbias);
 
-/* out (seqs, n, heads·d) = softmax(scale q kᵀ + bias + mask) v for each sequence and head. probs
- * (seqs, heads, n, m) receives the probabilities, or is NULL to keep them only in scratch. */
-void attention_forward(float *out, float *probs, const float *q, const float *k, const float *v,
+/* out (seqs, n, heads·d) = softmax(scale q kᵀ + bias + mask) v for each sequence and head. lse
+ * (seqs, heads, n) receives each row's log-sum-exp of the logits for the backward, or is NULL. */
+void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                        const attn_dims *a, float *scratch);
-/* dq, dk, dv (shaped like q, k, v) and dbias (heads, n, m) += the gradients given dout and the saved
- * probabilities; any of them NULL is skipped. */
+/* dq, dk, dv (shaped like q, k, v) and dbias (heads, n, m) += the gradients given dout and the
+ * forward's lse; any of them NULL is skipped. */
 void attention_backward(float *dq, float *dk, float *dv, float *dbias, const float *dout,
-                        const float *probs, const float *q, const float *k, const float *v,
+                        const float *lse, const float *q, const float *k, const float *v,
                         const attn_dims *a, float *scratch);

@@ -83,11 +83,12 @@ void l2norm_backward(float *dx, const float *dout, const float *x, const float *
     }
 }
 
-void softmax_row(float *p, int n) {
+float softmax_row(float *p, int n) {
     float mx = reduce_max(p, n);
     for (int j = 0; j < n; j++) p[j] = fast_expf(p[j] - mx);
-    float inv = 1.0f / reduce_sum(p, n);
+    float sum = reduce_sum(p, n), inv = 1.0f / sum;
     for (int j = 0; j < n; j++) p[j] *= inv;
+    return mx + logf(sum);
 }
 
 void softmax_forward(float *out, const float *x, const float *bias, int64_t M, int N, int64_t NB) {

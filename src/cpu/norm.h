@@ -17,8 +17,8 @@ void layernorm_backward(float *dx, float *dw, float *db, const float *dout, cons
 void l2norm_forward(float *out, const float *x, int64_t M, int C);
 void l2norm_backward(float *dx, const float *dout, const float *x, const float *out, int64_t M, int C);
 
-/* p (n) = softmax(p), in place */
-void softmax_row(float *p, int n);
+/* p (n) = softmax(p), in place; returns the log-sum-exp of the input */
+float softmax_row(float *p, int n);
 /* out (M, N) = softmax over rows of x + bias, bias (NB) repeating every NB elements (NB = N * k,
  * NB divides M*N) or NULL */
 void softmax_forward(float *out, const float *x, const float *bias, int64_t M, int N, int64_t NB);

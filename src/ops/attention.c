@@ -1,6 +1,7 @@
 /* Fused softmax attention: the native attention of every backbone and both softmaxes of Agent
- * attention. Heads stay merged in the token layout and the backward keeps only the probabilities,
- * where the unfused chain kept split copies of q, k, v, the logits and the merged output. */
+ * attention. Heads stay merged in the token layout and the backward keeps only each row's
+ * log-sum-exp (it recomputes the probabilities), where the unfused chain kept split copies of q, k,
+ * v, the logits, the probabilities and the merged output. */
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/tape.h"
@@ -34,15 +35,15 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, te
     bool record = tape_grad_enabled() && (q->requires_grad || k->requires_grad ||
                                           v->requires_grad || (bias && bias->requires_grad));
     tensor *out = tensor_like(q);
-    tensor *probs = record ? TENSOR(b, heads, n, m) : NULL;
-    size_t n_scratch = record ? 0 : attention_scratch_floats(&a, false);
-    float *scratch = record ? NULL : scratch_floats(n_scratch);
-    attention_forward(out->data, probs ? probs->data : NULL, q->data, k->data, v->data, &a, scratch);
+    tensor *lse = record ? TENSOR(b, heads, n) : NULL;
+    size_t n_scratch = attention_scratch_floats(&a, false, false);
+    float *scratch = scratch_floats(n_scratch);
+    attention_forward(out->data, lse ? lse->data : NULL, q->data, k->data, v->data, &a, scratch);
     scratch_done(scratch, n_scratch);
     op_macs += 2.0 * b * heads * n * m * a.d;
     tape_node *node = tape_record(OP_ATTENTION, out, 4, (tensor *[]){q, k, v, bias});
     if (node) {
-        node->saved[0] = probs;
+        node->saved[0] = lse;
         node->iarg[0] = heads, node->iarg[1] = a.windows;
         node->farg[0] = scale;
         node->ptr = mask;
@@ -56,7 +57,7 @@ void op_attention_backward(tape_node *node) {
     float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
     float *dbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
-    size_t n_scratch = attention_scratch_floats(&a, dbias);
+    size_t n_scratch = attention_scratch_floats(&a, true, dbias);
     float *scratch = scratch_floats(n_scratch);
     attention_backward(dq, dk, dv, dbias, node->out->grad, node->saved[0]->data, q->data, k->data,
                        v->data, &a, scratch);
