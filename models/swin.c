@@ -133,11 +133,11 @@ static tensor *swin_block_forward(const swin_block *b, tensor *x, int R, const f
     tensor *windows = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b, b->norm1.eps, w, w, b->shift);
     nn_linear_chunks(&b->qkv, windows, 3, qkv);
     tensor *y = attn_forward(b->core, qkv[0], qkv[1], qkv[2]);
-    /* the projection is per token, so it runs after the windows are put back, inside the residual step */
-    y = op_window_reverse(RESHAPE(y, B * nw, w * w, C), R, R, w, w, b->shift);
     float dp = o->train ? b->drop_path : 0.0f;
-    x = op_residual_linear(x, RESHAPE(y, B, R * R, C), b->proj.w, b->proj.b, false, dp, o->rng);
-    return nn_mlp_residual(&b->mlp, &b->norm2, x, dp, o->rng);
+    /* the projection is per token: it runs on the windows, which the residual step puts back */
+    x = op_residual_linear_windows(RESHAPE(x, B, R, R, C), RESHAPE(y, B * nw, w * w, C), b->proj.w,
+                                   b->proj.b, w, w, b->shift, dp, o->rng);
+    return nn_mlp_residual(&b->mlp, &b->norm2, RESHAPE(x, B, R * R, C), dp, o->rng);
 }
 
 /* 2x2 patch merging: channels ordered (even row, even col), (odd row, even col), (even row, odd

@@ -103,3 +103,51 @@ TEST(residual_linear_in_sample_passes_matches_the_op_chain) {
     double err = backward_difference(chain, fused, 4, (tensor *[]){res, h, w, b});
     EXPECT(err < 1e-4, "gradients differ from the chain's by %g", err);
 }
+
+typedef struct {
+    float p;
+    int wh, ww, shift;
+} residual_windows_ctx;
+
+static tensor *residual_windows_fn(tensor **in, const void *ctx) {
+    const residual_windows_ctx *c = ctx;
+    rng r;
+    rng_seed(&r, 99, RNG_DROPOUT);
+    return op_residual_linear_windows(in[0], in[1], in[2], in[3], c->wh, c->ww, c->shift, c->p, &r);
+}
+
+/* the branch in (shifted) windows: as putting the windows back, then the plain residual step */
+TEST(residual_linear_windows_matches_window_reverse_then_residual_linear_and_grad) {
+    rng r;
+    rng_seed(&r, 74, RNG_TEST);
+    const int B = 4, H = 4, W = 6, wh = 2, ww = 3, K = 5, N = 3, windows = B * (H / wh) * (W / ww);
+    for (int shift = 0; shift < 2; shift++) {
+        tensor *res = LEAF(&r, 1, B, H, W, N), *h = LEAF(&r, 1, windows, wh * ww, K);
+        tensor *w = LEAF(&r, 0.5f, N, K), *b = LEAF(&r, 1, N);
+        rng d1, d2;
+        rng_seed(&d1, 5, RNG_DROPOUT);
+        rng_seed(&d2, 5, RNG_DROPOUT);
+        tensor *fused = op_residual_linear_windows(res, h, w, b, wh, ww, shift, 0.4f, &d1);
+        tensor *map = RESHAPE(op_window_reverse(h, H, W, wh, ww, shift), B, H * W, K);
+        tensor *chain = op_residual_linear(RESHAPE(res, B, H * W, N), map, w, b, false, 0.4f, &d2);
+        EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) < 1e-5, "shift %d: forward", shift);
+        double err = backward_difference(chain, fused, 4, (tensor *[]){res, h, w, b});
+        EXPECT(err < 1e-4, "shift %d: gradients differ from the chain's by %g", shift, err);
+        residual_windows_ctx c = {0.4f, wh, ww, shift};
+        EXPECT(GRADCHECK(residual_windows_fn, &c, res, h, w, b), "shift %d", shift);
+    }
+    /* 64x64 maps of 300 channels: one sample per pass */
+    tensor *res = LEAF(&r, 1, 3, 64, 64, 300), *h = LEAF(&r, 1, 3 * 64, 64, 8);
+    tensor *w = LEAF(&r, 0.5f, 300, 8), *b = LEAF(&r, 1, 300);
+    tensor *fused = op_residual_linear_windows(res, h, w, b, 8, 8, 4, 0, NULL);
+    tensor *map = RESHAPE(op_window_reverse(h, 64, 64, 8, 8, 4), 3, 64 * 64, 8);
+    tensor *chain = op_residual_linear(RESHAPE(res, 3, 64 * 64, 300), map, w, b, false, 0, NULL);
+    EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) < 1e-5, "passes: forward");
+    double err = backward_difference(chain, fused, 4, (tensor *[]){res, h, w, b});
+    EXPECT(err < 1e-4, "passes: gradients differ from the chain's by %g", err);
+    res = RANDN(&r, 1, 2, H, W, N), w = RANDN(&r, 1, N, K);
+    EXPECT_ERROR(op_residual_linear_windows(res, RANDN(&r, 1, 8, 6, K), w, NULL, 4, 4, 0, 0, NULL),
+                 "4x4 windows do not tile the residual (2, 4, 6, 3)");
+    EXPECT_ERROR(op_residual_linear_windows(res, RANDN(&r, 1, 8, 5, K), w, NULL, 2, 3, 0, 0, NULL),
+                 "input (8, 5, 5) is not (8 windows, 6, K)");
+}

@@ -31,6 +31,8 @@ void broadcast_reduce(float *g_in, const float *g_out, const int *in5, const int
 
 /* dst += src: the backward of every op that passes its gradient through unchanged */
 void accumulate(float *dst, const float *src, int64_t n);
+/* dst = src, split over the threads */
+void copy_floats(float *dst, const float *src, int64_t n);
 
 void gelu_forward(float *out, const float *x, int64_t n);
 void gelu_backward(float *dx, const float *dout, const float *x, int64_t n);

@@ -49,12 +49,16 @@ void residual_linear_forward(float *out, const float *res, const float *act, con
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < M; i++) {
         float k = keep ? keep[i / rows] : 1.0f;
-        const float *src = res + (size_t)i * N;
+        const float *src = res ? res + (size_t)i * N : NULL;
         float *dst = out + (size_t)i * N;
-        if (b)
+        if (src && b)
             for (int j = 0; j < N; j++) dst[j] = src[j] + k * b[j];
-        else
+        else if (src)
             memcpy(dst, src, (size_t)N * sizeof(float));
+        else if (b)
+            for (int j = 0; j < N; j++) dst[j] = k * b[j];
+        else
+            memset(dst, 0, (size_t)N * sizeof(float));
     }
     if (!keep) {
         gemm(false, true, M, N, K, 1.0f, act, w, 1.0f, out);

@@ -102,6 +102,11 @@ tensor *op_dropout(tensor *x, float p, rng *r);
  * branch of each sample with prob p, else scales it by 1/(1-p) (p = 0: off, r may be NULL). Only the
  * mask is kept: not the branch's output, nor the GELU, which the backward recomputes from h. */
 tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r);
+/* op_residual_linear (no GELU) of a branch h in wh x ww windows (op_window_partition's layout with
+ * that shift) onto the map res (B, H, W, N): the projection runs on the windows and its output goes
+ * straight back into map order, so the map-order branch is never stored. */
+tensor *op_residual_linear_windows(tensor *res, tensor *h, tensor *w, tensor *b, int wh, int ww,
+                                   int shift, float p, rng *r);
 
 /* ---- attention.c ---- */
 /* softmax attention with the heads merged: q (b, n, heads·d), k, v (b, m, heads·d) -> (b, n, heads·d),

@@ -6,6 +6,7 @@
 #include "../core/tape.h"
 #include "../cpu/elementwise.h"
 #include "../cpu/matmul.h"
+#include "../cpu/spatial.h"
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
@@ -41,30 +42,47 @@ void op_dropout_backward(tape_node *n) {
     for (int64_t i = 0; i < x->numel; i++) gx[i] += g[i] * m[i];
 }
 
-tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r) {
+/* the map geometry of a residual step whose branch is in window order (H == 0: none) */
+typedef struct window_geom {
+    int H, W, wh, ww, shift;
+} window_geom;
+
+static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu,
+                               window_geom g, float p, rng *r) {
     CHECK(p >= 0 && p < 1, "residual_linear: probability %g outside [0, 1)", p);
     int K = h->shape[h->ndim - 1], N = res->shape[res->ndim - 1];
     CHECK(w->ndim == 2 && w->shape[0] == N && w->shape[1] == K && h->numel / K == res->numel / N &&
-              h->shape[0] == res->shape[0],
+              (g.H || h->shape[0] == res->shape[0]),
           "residual_linear: residual %s, input %s, weight %s do not match", SHAPE_STR(res),
           SHAPE_STR(h), SHAPE_STR(w));
     CHECK(!b || b->numel == N, "residual_linear: bias %s for %d outputs", SHAPE_STR(b), N);
     int B = res->shape[0], M = (int)(res->numel / N), rows = M / B;
     tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B) : NULL;
     tensor *out = tensor_like(res);
-    int group = gelu ? (int)items_per_pass(B, (int64_t)rows * K) : B;
-    size_t n_scratch = gelu ? (size_t)group * rows * K : 0;
-    float *scratch = gelu ? scratch_floats(n_scratch) : NULL;
+    /* passes of a few samples: the GELU, or the branch in window order, is scratch */
+    int64_t per_sample = gelu ? (int64_t)rows * K : g.H ? (int64_t)rows * N : 0;
+    int group = per_sample ? (int)items_per_pass(B, per_sample) : B;
+    size_t n_scratch = (size_t)group * per_sample;
+    float *scratch = per_sample ? scratch_floats(n_scratch) : NULL, *branch = NULL;
+    if (g.H) {
+        copy_floats(out->data, res->data, res->numel);
+        branch = scratch;
+    }
     for (int s0 = 0; s0 < B; s0 += group) {
         int gs = s0 + group < B ? group : B - s0;
         size_t r0 = (size_t)s0 * rows, n_act = (size_t)gs * rows * K;
-        const float *act = h->data + r0 * K;
+        const float *act = h->data + r0 * K, *keep = mask ? mask->data + s0 : NULL;
         if (gelu) {
             gelu_forward(scratch, act, (int64_t)n_act);
             act = scratch;
         }
-        residual_linear_forward(out->data + r0 * N, res->data + r0 * N, act, w->data,
-                                b ? b->data : NULL, mask ? mask->data + s0 : NULL, gs, gs * rows, K, N);
+        if (!g.H) {
+            residual_linear_forward(out->data + r0 * N, res->data + r0 * N, act, w->data,
+                                    b ? b->data : NULL, keep, gs, gs * rows, K, N);
+            continue;
+        }
+        residual_linear_forward(branch, NULL, act, w->data, b ? b->data : NULL, keep, gs, gs * rows, K, N);
+        window_copy(branch, out->data + r0 * N, gs, g.H, g.W, N, g.wh, g.ww, g.shift, false, true);
     }
     scratch_done(scratch, n_scratch);
     op_macs += (double)M * K * N;
@@ -72,27 +90,49 @@ tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool ge
     if (n) {
         n->saved[0] = mask;
         n->iarg[0] = gelu;
+        n->iarg[1] = g.H, n->iarg[2] = g.W, n->iarg[3] = g.wh, n->iarg[4] = g.ww, n->iarg[5] = g.shift;
     }
     return out;
+}
+
+tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r) {
+    return residual_linear(res, h, w, b, gelu, (window_geom){0}, p, r);
+}
+
+tensor *op_residual_linear_windows(tensor *res, tensor *h, tensor *w, tensor *b, int wh, int ww,
+                                   int shift, float p, rng *r) {
+    CHECK(res->ndim == 4 && wh >= 1 && ww >= 1 && res->shape[1] % wh == 0 && res->shape[2] % ww == 0,
+          "residual_linear_windows: %dx%d windows do not tile the residual %s (B, H, W, C)", wh, ww,
+          SHAPE_STR(res));
+    int windows = res->shape[0] * (res->shape[1] / wh) * (res->shape[2] / ww);
+    CHECK(h->ndim == 3 && h->shape[0] == windows && h->shape[1] == wh * ww,
+          "residual_linear_windows: input %s is not (%d windows, %d, K)", SHAPE_STR(h), windows, wh * ww);
+    return residual_linear(res, h, w, b, false, (window_geom){res->shape[1], res->shape[2], wh, ww, shift}, p, r);
 }
 
 void op_residual_linear_backward(tape_node *n) {
     tensor *res = n->in[0], *h = n->in[1], *w = n->in[2], *b = n->in[3], *mask = n->saved[0];
     bool gelu = n->iarg[0];
+    window_geom geom = {n->iarg[1], n->iarg[2], n->iarg[3], n->iarg[4], n->iarg[5]};
     int K = h->shape[h->ndim - 1], N = w->shape[0], B = res->shape[0], M = (int)(res->numel / N);
     int rows = M / B;
     float *dh = h->requires_grad ? tensor_grad(h) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
-    int group = gelu || mask ? (int)items_per_pass(B, (int64_t)rows * (gelu ? 2 * K + N : N)) : B;
+    bool own_g = mask || geom.H; /* the branch's gradient: masked, or in window order */
+    int group = gelu || own_g ? (int)items_per_pass(B, (int64_t)rows * (gelu ? 2 * K + N : N)) : B;
     size_t most = (size_t)group * rows;
-    float *gm = mask ? scratch_floats(most * N) : NULL;
+    float *gm = own_g ? scratch_floats(most * N) : NULL;
     float *act = gelu ? scratch_floats(most * K) : NULL, *slope = gelu ? scratch_floats(most * K) : NULL;
     for (int s0 = 0; s0 < B; s0 += group) {
         int gs = s0 + group < B ? group : B - s0, gm_rows = gs * rows;
         size_t r0 = (size_t)s0 * rows;
         const float *g = n->out->grad + r0 * N, *hs = h->data + r0 * K;
         float *dhs = dh ? dh + r0 * K : NULL;
-        if (mask) { /* the branch's gradient: each sample's rows scaled by its mask */
+        if (geom.H) {
+            window_copy(gm, (float *)g, gs, geom.H, geom.W, N, geom.wh, geom.ww, geom.shift, true, false);
+            g = gm;
+        }
+        if (mask) { /* each sample's rows scaled by its mask */
             int64_t per = (int64_t)rows * N;
             const float *keep = mask->data + s0;
 #pragma omp parallel for collapse(2) schedule(static)
