@@ -170,5 +170,30 @@ TEST(dwconv2d_add_equals_base_plus_conv_and_grad) {
     tensor *fused = op_dwconv2d_add(x, w, b, base), *sum = op_add(base, op_dwconv2d(x, w, b));
     EXPECT(max_rel_diff(fused->data, sum->data, sum->numel) < 1e-6, "base + dwconv");
     EXPECT(GRADCHECK(dw_add_fn, NULL, x, w, b, base), "dwconv add");
-    EXPECT_ERROR(op_dwconv2d_add(x, w, b, RANDN(&r, 1, 2, 5, 4)), "base (2, 5, 4) for input (2, 5, 4, 6)");
+    EXPECT_ERROR(op_dwconv2d_add(x, w, b, RANDN(&r, 1, 2, 5, 4)), "base (2, 5, 4) for 6 channels of input (2, 5, 4, 6)");
+}
+
+typedef struct {
+    int c0, channels;
+} channels_ctx;
+
+static tensor *dw_channels_fn(tensor **in, const void *ctx) {
+    const channels_ctx *c = ctx;
+    return op_dwconv2d_add_channels(in[0], c->c0, c->channels, in[1], in[2], in[3]);
+}
+
+/* a channel range of the input: as slicing it out first, without the copy */
+TEST(dwconv2d_add_channels_equals_the_sliced_input_and_grad) {
+    rng r;
+    rng_seed(&r, 57, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 2, 5, 4, 10), *w = LEAF(&r, 0.5f, 3, 1, 3, 3), *b = LEAF(&r, 1, 3);
+    tensor *base = LEAF(&r, 1, 2, 5, 4, 6);
+    tensor *fused = op_dwconv2d_add_channels(x, 3, 6, w, b, base);
+    tensor *chain = op_dwconv2d_add(op_slice(x, 3, 3, 6), w, b, base);
+    EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) == 0, "forward");
+    double err = backward_difference(chain, fused, 4, (tensor *[]){x, w, b, base});
+    EXPECT(err < 1e-5, "gradients differ from the sliced input's by %g", err);
+    channels_ctx c = {3, 6};
+    EXPECT(GRADCHECK(dw_channels_fn, &c, x, w, b, base), "channels 3..9");
+    EXPECT_ERROR(op_dwconv2d_add_channels(x, 6, 6, w, b, NULL), "channels 6..12 of input (2, 5, 4, 10)");
 }

@@ -53,6 +53,30 @@ TEST(window_partition_layout_round_trip_and_grad) {
     EXPECT_ERROR(op_window_partition(x, 4, 3, 0), "4x3 windows do not tile (2, 6, 9, 5)");
 }
 
+static tensor *partition_channels_fn(tensor **in, const void *ctx) {
+    const win_ctx *c = ctx;
+    return op_window_partition_channels(in[0], 1, 3, c->wh, c->ww, c->shift);
+}
+
+/* channels 1..4 of the map: as slicing them out first, without the copy (also for one window) */
+TEST(window_partition_channels_equals_the_sliced_map_and_grad) {
+    rng r;
+    rng_seed(&r, 62, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 2, 6, 9, 5);
+    const win_ctx cases[] = {{3, 3, 1}, {6, 9, 0}};
+    for (int i = 0; i < 2; i++) {
+        const win_ctx *c = &cases[i];
+        tensor *fused = partition_channels_fn((tensor *[]){x}, c);
+        tensor *chain = op_window_partition(op_slice(x, 3, 1, 3), c->wh, c->ww, c->shift);
+        EXPECT(tensor_same_shape(fused, chain) && max_rel_diff(fused->data, chain->data, chain->numel) == 0,
+               "case %d: forward", i);
+        double err = backward_difference(chain, fused, 1, (tensor *[]){x});
+        EXPECT(err < 1e-6, "case %d: gradients differ from the sliced map's by %g", i, err);
+        EXPECT(GRADCHECK(partition_channels_fn, c, x), "case %d", i);
+    }
+    EXPECT_ERROR(op_window_partition_channels(x, 3, 3, 3, 3, 0), "channels 3..6 of (2, 6, 9, 5)");
+}
+
 static tensor *gather_fn(tensor **in, const void *ctx) { return op_relpos_gather(in[0], ctx, 6); }
 
 TEST(relpos_index_and_gather) {

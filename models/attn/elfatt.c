@@ -40,10 +40,11 @@ static attn *elfatt_create(param_store *ps, const char *prefix, const attn_spec 
     return &a->base;
 }
 
-/* base + the LePE of x with channels [from, from + n) of one conv, or with a conv of its own */
-static tensor *lepe_part(const nn_conv2d *c, tensor *x, int from, int n, tensor *base) {
-    if (c->w->shape[0] == n) return op_dwconv2d_add(x, c->w, c->b, base);
-    return op_dwconv2d_add(x, op_slice(c->w, 0, from, n), op_slice(c->b, 0, from, n), base);
+/* base + the LePE of x's channels [x_c0, x_c0 + n) with kernels [from, from + n) of one conv, or with
+ * a conv of its own */
+static tensor *lepe_part(const nn_conv2d *c, tensor *x, int x_c0, int from, int n, tensor *base) {
+    if (c->w->shape[0] == n) return op_dwconv2d_add_channels(x, x_c0, n, c->w, c->b, base);
+    return op_dwconv2d_add_channels(x, x_c0, n, op_slice(c->w, 0, from, n), op_slice(c->b, 0, from, n), base);
 }
 
 static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
@@ -57,22 +58,22 @@ static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     /* global heads: softmax(Q) over features, softmax(K) over tokens (K̂ᵀ directly), linear in n */
     tensor *global = op_softmax_linear_attention(q, k, v, hg, 0, C1);
     if (s->dwc) {
-        tensor *vg = op_slice(v, 2, 0, C1), *vgp = off ? op_slice(vg, 1, off, np) : vg;
+        tensor *vp = off ? op_slice(v, 1, off, np) : v;
         tensor *patches = RESHAPE(off ? op_slice(global, 1, off, np) : global, b, s->h, s->w, C1);
-        patches = RESHAPE(lepe_part(&a->lepe, RESHAPE(vgp, b, s->h, s->w, C1), 0, C1, patches), b, np, C1);
+        patches = RESHAPE(lepe_part(&a->lepe, RESHAPE(vp, b, s->h, s->w, C), 0, 0, C1, patches), b, np, C1);
         global = off ? op_concat(2, (tensor *[]){op_slice(global, 1, 0, off), patches}, 1) : patches;
     }
     /* local heads: exact softmax attention inside each block, LePE zero-padded at block borders */
     tensor *blk[3];
     for (int i = 0; i < 3; i++) {
-        tensor *t = op_slice(i == 0 ? q : i == 1 ? k : v, 2, C1, C2);
+        tensor *t = i == 0 ? q : i == 1 ? k : v;
         if (off) t = op_slice(t, 1, off, np);
-        blk[i] = op_window_partition(RESHAPE(t, b, s->h, s->w, C2), bh, bw, 0);
+        blk[i] = op_window_partition_channels(RESHAPE(t, b, s->h, s->w, C), C1, C2, bh, bw, 0);
     }
     tensor *local = op_attention(blk[0], blk[1], blk[2], H - hg, 1.0f / sqrtf((float)d), NULL, NULL, 1);
     if (s->dwc) {
         const nn_conv2d *lc = a->split_lepe ? &a->lepe_local : &a->lepe;
-        tensor *sum = lepe_part(lc, RESHAPE(blk[2], b * nb, bh, bw, C2), C1, C2, RESHAPE(local, b * nb, bh, bw, C2));
+        tensor *sum = lepe_part(lc, RESHAPE(blk[2], b * nb, bh, bw, C2), 0, C1, C2, RESHAPE(local, b * nb, bh, bw, C2));
         local = RESHAPE(sum, b * nb, bh * bw, C2);
     }
     local = RESHAPE(op_window_reverse(local, s->h, s->w, bh, bw, 0), b, np, C2);

@@ -103,7 +103,7 @@ static void spread_weights(float *wt, const float *w, const float *b, int C, int
         for (int c = 0; c < C; c++) wt[kk * C + c] = b[c % Cw];
 }
 
-void dwconv2d_forward(float *out, const float *x, const float *w, const float *b,
+void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const float *b,
                       const float *base, int B, int H, int W, int C, int Cw, int k, float *wt) {
     int r = k / 2;
     spread_weights(wt, w, b, C, Cw, k * k);
@@ -121,7 +121,7 @@ void dwconv2d_forward(float *out, const float *x, const float *w, const float *b
                 for (int kx = 0; kx < k; kx++) {
                     int ix = xx + kx - r;
                     if (ix < 0 || ix >= W) continue;
-                    const float *src = x + (((int64_t)bi * H + iy) * W + ix) * C;
+                    const float *src = x + (((int64_t)bi * H + iy) * W + ix) * xC;
                     const float *wk = wt + (ky * k + kx) * C;
                     for (int c = 0; c < C; c++) o[c] += wk[c] * src[c];
                 }
@@ -130,7 +130,7 @@ void dwconv2d_forward(float *out, const float *x, const float *w, const float *b
     }
 }
 
-void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x, int xC,
                        const float *w, int B, int H, int W, int C, int Cw, int k, float *wt,
                        float *partial) {
     int r = k / 2, kk = k * k;
@@ -142,7 +142,7 @@ void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const
         for (int64_t row = 0; row < rows; row++) {
             int bi = (int)(row / H), y = (int)(row % H);
             for (int xx = 0; xx < W; xx++) {
-                float *d = dx + (row * W + xx) * C;
+                float *d = dx + (row * W + xx) * xC;
                 for (int ky = 0; ky < k; ky++) {
                     int oy = y - ky + r;
                     if (oy < 0 || oy >= H) continue;
@@ -177,7 +177,7 @@ void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const
                     for (int kx = 0; kx < k; kx++) {
                         int ix = xx + kx - r;
                         if (ix < 0 || ix >= W) continue;
-                        const float *src = x + (((int64_t)bi * H + iy) * W + ix) * C;
+                        const float *src = x + (((int64_t)bi * H + iy) * W + ix) * xC;
                         float *acc = pw + (ky * k + kx) * C;
                         for (int c = 0; c < C; c++) acc[c] += g[c] * src[c];
                     }

@@ -15,15 +15,16 @@ void conv2d_forward(float *out, const float *x, const float *w, const float *b, 
 void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, const conv_geom *g, float *scratch);
 
-/* out = base + depthwise k x k conv, stride 1, zero padding k/2: x (B, H, W, C), w (Cw, k*k), b (Cw)
+/* out = base + depthwise k x k conv, stride 1, zero padding k/2: x (B, H, W, C) read as the first C
+ * of xC channels, w (Cw, k*k), b (Cw)
  * or NULL with Cw dividing C, channel c taking kernel c mod Cw; base shaped like out, or NULL; wt
  * scratch: (k*k + 1) * C floats (the weights spread over the channels so the channel loop is
  * contiguous, then the bias) */
-void dwconv2d_forward(float *out, const float *x, const float *w, const float *b,
+void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const float *b,
                       const float *base, int B, int H, int W, int C, int Cw, int k, float *wt);
 /* partial: scratch of DW_CHUNKS * (k*k + 1) * C floats for the deterministic dw/db reduction */
 #define DW_CHUNKS 16
-void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x, int xC,
                        const float *w, int B, int H, int W, int C, int Cw, int k, float *wt,
                        float *partial);
 

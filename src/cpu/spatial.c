@@ -11,8 +11,8 @@ void relpos_index_swin(int *index, int wh, int ww) {
         }
 }
 
-void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh, int ww, int shift,
-                 bool to_windows, bool accumulate) {
+void window_copy_channels(float *windows, float *map, int map_C, int B, int H, int W, int C, int wh,
+                          int ww, int shift, bool to_windows, bool accumulate) {
     int nh = H / wh, nw = W / ww;
     int sh = ((shift % H) + H) % H, sw = ((shift % W) + W) % W;
     int64_t rows = (int64_t)B * nh * nw * wh; /* one window row (ww tokens) each */
@@ -22,9 +22,9 @@ void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh,
         int64_t win = r / wh;
         int j = (int)(win % nw), i = (int)(win / nw % nh), b = (int)(win / ((int64_t)nw * nh));
         float *w = windows + (win * wh + y) * ww * C;
-        float *m = map + ((int64_t)b * H + (i * wh + y + sh) % H) * W * C;
+        float *m = map + ((int64_t)b * H + (i * wh + y + sh) % H) * W * map_C;
         for (int t = 0; t < ww; t++) {
-            float *wt = w + (int64_t)t * C, *mt = m + (int64_t)((j * ww + t + sw) % W) * C;
+            float *wt = w + (int64_t)t * C, *mt = m + (int64_t)((j * ww + t + sw) % W) * map_C;
             float *dst = to_windows ? wt : mt;
             const float *src = to_windows ? mt : wt;
             if (accumulate)
@@ -33,6 +33,11 @@ void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh,
                 memcpy(dst, src, (size_t)C * sizeof(float));
         }
     }
+}
+
+void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh, int ww, int shift,
+                 bool to_windows, bool accumulate) {
+    window_copy_channels(windows, map, C, B, H, W, C, wh, ww, shift, to_windows, accumulate);
 }
 
 void relpos_gather_forward(float *out, const float *table, const int *index, int NH, int N) {

@@ -14,6 +14,9 @@ void relpos_index_swin(int *index, int wh, int ww);
  * of copying (the backward of the other direction). */
 void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh, int ww, int shift,
                  bool to_windows, bool accumulate);
+/* window_copy of C of a map's map_C channels: map points at the first of them */
+void window_copy_channels(float *windows, float *map, int map_C, int B, int H, int W, int C, int wh,
+                          int ww, int shift, bool to_windows, bool accumulate);
 
 /* out (NH, N, N) = table (T, NH) gathered by index (N*N) */
 void relpos_gather_forward(float *out, const float *table, const int *index, int NH, int N);

@@ -52,40 +52,50 @@ void op_conv2d_backward(tape_node *n) {
     scratch_done(scratch, 2 * cols);
 }
 
-tensor *op_dwconv2d_add(tensor *x, tensor *w, tensor *b, tensor *base) {
-    CHECK(x->ndim == 4 && w->ndim == 4 && w->shape[0] > 0 && x->shape[3] % w->shape[0] == 0 &&
-              w->shape[1] == 1 && w->shape[2] == w->shape[3] && w->shape[2] % 2 == 1,
-          "dwconv2d: weight %s must be (C or a divisor of C, 1, k, k) with k odd for input %s",
-          SHAPE_STR(w), SHAPE_STR(x));
+tensor *op_dwconv2d_add_channels(tensor *x, int c0, int channels, tensor *w, tensor *b, tensor *base) {
+    CHECK(x->ndim == 4 && c0 >= 0 && channels >= 1 && c0 + channels <= x->shape[3],
+          "dwconv2d: channels %d..%d of input %s (B, H, W, C)", c0, c0 + channels, SHAPE_STR(x));
+    CHECK(w->ndim == 4 && w->shape[0] > 0 && channels % w->shape[0] == 0 && w->shape[1] == 1 &&
+              w->shape[2] == w->shape[3] && w->shape[2] % 2 == 1,
+          "dwconv2d: weight %s must be (C or a divisor of C, 1, k, k) with k odd for %d channels of "
+          "input %s", SHAPE_STR(w), channels, SHAPE_STR(x));
     CHECK(!b || b->numel == w->shape[0], "dwconv2d: bias %s for %d kernels", SHAPE_STR(b), w->shape[0]);
-    CHECK(!base || base->numel == x->numel, "dwconv2d: base %s for input %s", SHAPE_STR(base), SHAPE_STR(x));
-    int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
-    tensor *out = tensor_like(x);
-    size_t n_wt = (size_t)(k * k + 1) * C;
+    int B = x->shape[0], H = x->shape[1], W = x->shape[2], k = w->shape[2];
+    tensor *out = TENSOR(B, H, W, channels);
+    CHECK(!base || base->numel == out->numel, "dwconv2d: base %s for %d channels of input %s",
+          SHAPE_STR(base), channels, SHAPE_STR(x));
+    size_t n_wt = (size_t)(k * k + 1) * channels;
     float *wt = scratch_floats(n_wt);
-    dwconv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, base ? base->data : NULL, B, H,
-                     W, C, w->shape[0], k, wt);
+    dwconv2d_forward(out->data, x->data + c0, x->shape[3], w->data, b ? b->data : NULL,
+                     base ? base->data : NULL, B, H, W, channels, w->shape[0], k, wt);
     op_macs += (double)out->numel * k * k;
     scratch_done(wt, n_wt);
-    tape_record(OP_DWCONV2D, out, 4, (tensor *[]){x, w, b, base});
+    tape_node *n = tape_record(OP_DWCONV2D, out, 4, (tensor *[]){x, w, b, base});
+    if (n) n->iarg[0] = c0;
     return out;
+}
+
+tensor *op_dwconv2d_add(tensor *x, tensor *w, tensor *b, tensor *base) {
+    CHECK(x->ndim == 4, "dwconv2d: input %s is not (B, H, W, C)", SHAPE_STR(x));
+    return op_dwconv2d_add_channels(x, 0, x->shape[3], w, b, base);
 }
 
 tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b) { return op_dwconv2d_add(x, w, b, NULL); }
 
 void op_dwconv2d_backward(tape_node *n) {
-    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *base = n->in[3];
-    int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], k = w->shape[2];
-    float *dx = x->requires_grad ? tensor_grad(x) : NULL;
+    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *base = n->in[3], *out = n->out;
+    int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = out->shape[3], k = w->shape[2];
+    int c0 = n->iarg[0];
+    float *dx = x->requires_grad ? tensor_grad(x) + c0 : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     size_t n_wt = (size_t)(k * k + 1) * C;
     float *wt = scratch_floats(n_wt), *partial = scratch_floats(DW_CHUNKS * n_wt);
-    dwconv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, B, H, W, C, w->shape[0], k, wt,
-                      partial);
+    dwconv2d_backward(dx, dw, db, out->grad, x->data + c0, x->shape[3], w->data, B, H, W, C,
+                      w->shape[0], k, wt, partial);
     scratch_done(wt, n_wt);
     scratch_done(partial, DW_CHUNKS * n_wt);
-    if (base && base->requires_grad) pass_grad(base, n->out);
+    if (base && base->requires_grad) pass_grad(base, out);
 }
 
 tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow) {

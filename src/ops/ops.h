@@ -77,6 +77,8 @@ tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b);
 /* base + op_dwconv2d(x, w, b) in one op (base shaped like x: the attention output a DWC or LePE
  * branch is added to) */
 tensor *op_dwconv2d_add(tensor *x, tensor *w, tensor *b, tensor *base);
+/* op_dwconv2d_add of x's channels [c0, c0 + channels) only (no op_slice copy first) */
+tensor *op_dwconv2d_add_channels(tensor *x, int c0, int channels, tensor *w, tensor *b, tensor *base);
 /* nn.AdaptiveAvgPool2d: x (B, H, W, C) -> (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)) */
 tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow);
 /* F.interpolate(mode='bilinear', align_corners=False) of planes: x (P, Hi, Wi) -> (P, Ho, Wo) */
@@ -88,6 +90,8 @@ tensor *op_interp_bilinear(tensor *x, int ho, int wo);
  * also give CSwin's stripes (H_sp x W_sp). One window of the whole unshifted map is a reshape (a
  * view, no copy); so is the inverse. */
 tensor *op_window_partition(tensor *x, int wh, int ww, int shift);
+/* op_window_partition of x's channels [c0, c0 + channels) only (no op_slice copy first) */
+tensor *op_window_partition_channels(tensor *x, int c0, int channels, int wh, int ww, int shift);
 /* inverse: x (B * H/wh * W/ww, wh*ww, C) -> (B, H, W, C), rolled back by +shift */
 tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift);
 /* relative position bias: table (T, NH), index (N*N) ints in [0, T) -> (NH, N, N) with

@@ -7,23 +7,32 @@
 #include "op_table.h"
 #include "ops.h"
 
-tensor *op_window_partition(tensor *x, int wh, int ww, int shift) {
+tensor *op_window_partition_channels(tensor *x, int c0, int channels, int wh, int ww, int shift) {
     CHECK(x->ndim == 4 && wh >= 1 && ww >= 1 && x->shape[1] % wh == 0 && x->shape[2] % ww == 0,
           "window_partition: %dx%d windows do not tile %s (B, H, W, C)", wh, ww, SHAPE_STR(x));
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
-    if (wh == H && ww == W && shift % H == 0 && shift % W == 0) return RESHAPE(x, B, H * W, C);
-    tensor *out = TENSOR(B * (H / wh) * (W / ww), wh * ww, C);
-    window_copy(out->data, x->data, B, H, W, C, wh, ww, shift, true, false);
+    CHECK(c0 >= 0 && channels >= 1 && c0 + channels <= C, "window_partition: channels %d..%d of %s",
+          c0, c0 + channels, SHAPE_STR(x));
+    bool whole_map = wh == H && ww == W && shift % H == 0 && shift % W == 0;
+    if (whole_map && channels == C) return RESHAPE(x, B, H * W, C);
+    tensor *out = TENSOR(B * (H / wh) * (W / ww), wh * ww, channels);
+    window_copy_channels(out->data, x->data + c0, C, B, H, W, channels, wh, ww, shift, true, false);
     tape_node *n = tape_record(OP_WINDOW_PARTITION, out, 1, (tensor *[]){x});
-    if (n) n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift;
+    if (n) n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift, n->iarg[3] = c0;
     return out;
+}
+
+tensor *op_window_partition(tensor *x, int wh, int ww, int shift) {
+    CHECK(x->ndim == 4, "window_partition: %s is not (B, H, W, C)", SHAPE_STR(x));
+    return op_window_partition_channels(x, 0, x->shape[3], wh, ww, shift);
 }
 
 void op_window_partition_backward(tape_node *n) {
     tensor *x = n->in[0];
     if (x->requires_grad)
-        window_copy(n->out->grad, tensor_grad(x), x->shape[0], x->shape[1], x->shape[2],
-                    x->shape[3], n->iarg[0], n->iarg[1], n->iarg[2], false, true);
+        window_copy_channels(n->out->grad, tensor_grad(x) + n->iarg[3], x->shape[3], x->shape[0],
+                             x->shape[1], x->shape[2], n->out->shape[2], n->iarg[0], n->iarg[1],
+                             n->iarg[2], false, true);
 }
 
 tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift) {
