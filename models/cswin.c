@@ -109,24 +109,30 @@ static void *cswin_build(model *m) {
 
 /* branch br: norm1(x) cut into its h x w stripes, the branch's channels of q, k and v projected
  * from them, each by its own GEMM (projections are per token, so they commute with the cut),
- * attention, stripes put back */
-static tensor *branch_forward(const cswin_block *b, int br, tensor *x, int R) {
+ * attention, stripes put back; the output's channel parts go to parts, their count is returned */
+static int branch_forward(const cswin_block *b, int br, tensor *x, int R, tensor **parts) {
     attn *a = b->branch[br];
     int B = x->shape[0], C = x->shape[2], h = a->spec.h, w = a->spec.w, Cb = C / b->n_branches;
     tensor *stripes = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b, b->norm1.eps, h, w, 0);
     tensor *qkv[3];
     for (int i = 0; i < 3; i++) qkv[i] = op_linear_rows(stripes, b->qkv.w, b->qkv.b, i * C + br * Cb, Cb);
-    tensor *out = attn_forward(a, qkv[0], qkv[1], qkv[2]);
-    return RESHAPE(op_window_reverse(out, R, R, h, w, 0), B, R * R, Cb);
+    int n = attn_forward_parts(a, qkv[0], qkv[1], qkv[2], parts);
+    for (int i = 0; i < n; i++) {
+        int Cp = parts[i]->shape[2];
+        parts[i] = RESHAPE(op_window_reverse(parts[i], R, R, h, w, 0), B, R * R, Cp);
+    }
+    return n;
 }
 
 static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const forward_opts *o) {
-    int nb = b->n_branches;
-    tensor *out[2];
-    for (int br = 0; br < nb; br++) out[br] = branch_forward(b, br, x, R);
-    tensor *a = nb == 1 ? out[0] : op_concat(2, out, 2);
+    /* two parts (two branches, or ELFATT's global and local heads) go into the projection as they
+     * are, never concatenated */
+    tensor *parts[2];
+    int n = 0;
+    for (int br = 0; br < b->n_branches; br++) n += branch_forward(b, br, x, R, parts + n);
     float dp = o->train ? b->drop_path : 0.0f;
-    x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, dp, o->rng);
+    x = n == 1 ? op_residual_linear(x, parts[0], b->proj.w, b->proj.b, false, dp, o->rng)
+               : op_residual_linear_split(x, parts[0], parts[1], b->proj.w, b->proj.b, dp, o->rng);
     return nn_mlp_residual(&b->mlp, &b->norm2, x, dp, o->rng);
 }
 

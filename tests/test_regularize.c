@@ -151,3 +151,38 @@ TEST(residual_linear_windows_matches_window_reverse_then_residual_linear_and_gra
     EXPECT_ERROR(op_residual_linear_windows(res, RANDN(&r, 1, 8, 5, K), w, NULL, 2, 3, 0, 0, NULL),
                  "input (8, 5, 5) is not (8 windows, 6, K)");
 }
+
+typedef struct {
+    float p;
+} split_ctx;
+
+static tensor *residual_split_fn(tensor **in, const void *ctx) {
+    const split_ctx *c = ctx;
+    rng r;
+    rng_seed(&r, 99, RNG_DROPOUT);
+    return op_residual_linear_split(in[0], in[1], in[2], in[3], in[4], c->p, &r);
+}
+
+/* two inputs: as their concatenation, which is never stored */
+TEST(residual_linear_split_matches_the_concatenated_input_and_grad) {
+    rng r;
+    rng_seed(&r, 75, RNG_TEST);
+    for (int t = 0; t < 2; t++) {
+        float p = t ? 0.4f : 0.0f;
+        tensor *res = LEAF(&r, 1, 6, 5, 4), *h0 = LEAF(&r, 1, 6, 5, 3), *h1 = LEAF(&r, 1, 6, 5, 2);
+        tensor *w = LEAF(&r, 0.5f, 4, 5), *b = LEAF(&r, 1, 4);
+        rng d1, d2;
+        rng_seed(&d1, 5, RNG_DROPOUT);
+        rng_seed(&d2, 5, RNG_DROPOUT);
+        tensor *fused = op_residual_linear_split(res, h0, h1, w, b, p, &d1);
+        tensor *chain = op_residual_linear(res, op_concat(2, (tensor *[]){h0, h1}, 2), w, b, false, p, &d2);
+        EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) < 1e-6, "p %g: forward", p);
+        double err = backward_difference(chain, fused, 5, (tensor *[]){res, h0, h1, w, b});
+        EXPECT(err < 1e-5, "p %g: gradients differ from the concatenation's by %g", p, err);
+        split_ctx c = {p};
+        EXPECT(GRADCHECK(residual_split_fn, &c, res, h0, h1, w, b), "p %g", p);
+    }
+    tensor *res = RANDN(&r, 1, 6, 5, 4), *h0 = RANDN(&r, 1, 6, 5, 3), *w = RANDN(&r, 1, 4, 5);
+    EXPECT_ERROR(op_residual_linear_split(res, h0, h0, w, NULL, 0, NULL),
+                 "residual (6, 5, 4), inputs (6, 5, 3) and (6, 5, 3), weight (4, 5) do not match");
+}

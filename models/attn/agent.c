@@ -96,4 +96,4 @@ static tensor *agent_forward(attn *base, tensor *q, tensor *k, tensor *v) {
 
 static void agent_destroy(attn *base) { free(base); }
 
-const attn_impl attn_agent_impl = {"agent", agent_create, agent_forward, agent_destroy};
+const attn_impl attn_agent_impl = {"agent", agent_create, agent_forward, agent_destroy, NULL};

@@ -37,6 +37,15 @@ attn *attn_create(param_store *ps, const char *prefix, const attn_spec *spec) {
     return a;
 }
 
+int attn_forward_parts(attn *a, tensor *q, tensor *k, tensor *v, tensor *parts[2]) {
+    if (!a->impl->forward_parts || a->spec.lepe) {
+        parts[0] = attn_forward(a, q, k, v);
+        return 1;
+    }
+    if (attn_probe_active()) attn_probe_record(a, q, k, v);
+    return a->impl->forward_parts(a, q, k, v, parts);
+}
+
 tensor *attn_forward(attn *a, tensor *q, tensor *k, tensor *v) {
     if (attn_probe_active()) attn_probe_record(a, q, k, v);
     tensor *out = a->impl->forward(a, q, k, v);

@@ -55,6 +55,9 @@ struct attn_impl {
     /* q (b, n, C), k, v (b, m, C) -> (b, n, C) */
     tensor *(*forward)(attn *a, tensor *q, tensor *k, tensor *v);
     void (*destroy)(attn *a);
+    /* optional: the output as channel parts (returns how many, at most 2) whose concatenation is
+     * forward's, for a projection that takes the parts as they are (op_residual_linear_split) */
+    int (*forward_parts)(attn *a, tensor *q, tensor *k, tensor *v, tensor *parts[2]);
 };
 
 extern const attn_impl *const attn_registry[ATTN_KIND_COUNT];
@@ -62,6 +65,8 @@ extern const char *const attn_names[]; /* NULL-terminated, indexed by attn_kind 
 
 attn *attn_create(param_store *ps, const char *prefix, const attn_spec *spec);
 tensor *attn_forward(attn *a, tensor *q, tensor *k, tensor *v);
+/* attn_forward as channel parts (1 or 2): the core's own when it has them, else the whole output */
+int attn_forward_parts(attn *a, tensor *q, tensor *k, tensor *v, tensor *parts[2]);
 void attn_destroy(attn *a);
 
 /* Helpers every core uses: (b, n, C) <-> (b, heads, n, C/heads). */

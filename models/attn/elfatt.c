@@ -47,7 +47,8 @@ static tensor *lepe_part(const nn_conv2d *c, tensor *x, int x_c0, int from, int 
     return op_dwconv2d_add_channels(x, x_c0, n, op_slice(c->w, 0, from, n), op_slice(c->b, 0, from, n), base);
 }
 
-static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
+/* parts [global | local] without a class token; with one, the single concatenated output */
+static int elfatt_parts(attn *base, tensor *q, tensor *k, tensor *v, tensor *parts[2]) {
     elfatt_attn *a = (elfatt_attn *)base;
     const attn_spec *s = &base->spec;
     int b = q->shape[0], n = q->shape[1], C = q->shape[2], H = s->heads, off = s->cls ? 1 : 0;
@@ -77,11 +78,20 @@ static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
         local = RESHAPE(sum, b * nb, bh * bw, C2);
     }
     local = RESHAPE(op_window_reverse(local, s->h, s->w, bh, bw, 0), b, np, C2);
-    if (off) /* the class token alone in its block: its output is its own value */
+    if (off) { /* the class token alone in its block: its output is its own value */
         local = op_concat(2, (tensor *[]){op_slice(op_slice(v, 2, C1, C2), 1, 0, 1), local}, 1);
-    return op_concat(2, (tensor *[]){global, local}, 2);
+        parts[0] = op_concat(2, (tensor *[]){global, local}, 2);
+        return 1;
+    }
+    parts[0] = global, parts[1] = local;
+    return 2;
+}
+
+static tensor *elfatt_forward(attn *base, tensor *q, tensor *k, tensor *v) {
+    tensor *parts[2];
+    return elfatt_parts(base, q, k, v, parts) == 1 ? parts[0] : op_concat(2, parts, 2);
 }
 
 static void elfatt_destroy(attn *base) { free(base); }
 
-const attn_impl attn_elfatt_impl = {"elfatt", elfatt_create, elfatt_forward, elfatt_destroy};
+const attn_impl attn_elfatt_impl = {"elfatt", elfatt_create, elfatt_forward, elfatt_destroy, elfatt_parts};

@@ -56,4 +56,4 @@ static tensor *flatten_forward(attn *base, tensor *q, tensor *k, tensor *v) {
 
 static void flatten_destroy(attn *base) { free(base); }
 
-const attn_impl attn_flatten_impl = {"flatten", flatten_create, flatten_forward, flatten_destroy};
+const attn_impl attn_flatten_impl = {"flatten", flatten_create, flatten_forward, flatten_destroy, NULL};

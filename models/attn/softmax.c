@@ -45,4 +45,4 @@ static void softmax_destroy(attn *base) {
     free(a);
 }
 
-const attn_impl attn_softmax_impl = {"native", softmax_create, softmax_forward, softmax_destroy};
+const attn_impl attn_softmax_impl = {"native", softmax_create, softmax_forward, softmax_destroy, NULL};

@@ -53,11 +53,11 @@ void residual_linear_forward(float *out, const float *res, const float *act, con
         float *dst = out + (size_t)i * N;
         if (src && b)
             for (int j = 0; j < N; j++) dst[j] = src[j] + k * b[j];
-        else if (src)
+        else if (src && src != dst)
             memcpy(dst, src, (size_t)N * sizeof(float));
-        else if (b)
+        else if (!src && b)
             for (int j = 0; j < N; j++) dst[j] = k * b[j];
-        else
+        else if (!src)
             memset(dst, 0, (size_t)N * sizeof(float));
     }
     if (!keep) {

@@ -18,7 +18,7 @@ void linear_backward(float *dx, float *dw, float *db, const float *dout, const f
                      const float *w, int M, int K, int N);
 
 /* out (M, N) = res + keep_s (act · wᵀ + b) with keep_s the drop-path factor of the sample (of B,
- * M/B rows each) the row belongs to (keep NULL: all 1); res (zero) and b may be NULL */
+ * M/B rows each) the row belongs to (keep NULL: all 1); res (zero) and b may be NULL, res may be out */
 void residual_linear_forward(float *out, const float *res, const float *act, const float *w,
                              const float *b, const float *keep, int B, int M, int K, int N);
 

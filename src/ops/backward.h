@@ -45,6 +45,7 @@ void op_window_reverse_backward(tape_node *n);
 void op_relpos_gather_backward(tape_node *n);
 void op_dropout_backward(tape_node *n);
 void op_residual_linear_backward(tape_node *n);
+void op_residual_linear_split_backward(tape_node *n);
 void op_layernorm_linear_backward(tape_node *n);
 void op_layernorm_windows_backward(tape_node *n);
 void op_focus_backward(tape_node *n);

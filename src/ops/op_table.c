@@ -37,6 +37,7 @@ const op_info op_table[OP_COUNT] = {
     [OP_LAYERNORM_LINEAR] = {"layernorm_linear", op_layernorm_linear_backward},
     [OP_LAYERNORM_WINDOWS] = {"layernorm_windows", op_layernorm_windows_backward},
     [OP_RESIDUAL_LINEAR] = {"residual_linear", op_residual_linear_backward},
+    [OP_RESIDUAL_LINEAR_SPLIT] = {"residual_linear_split", op_residual_linear_split_backward},
     [OP_ATTENTION] = {"attention", op_attention_backward},
     [OP_CROSS_ENTROPY] = {"cross_entropy", op_cross_entropy_backward},
 };

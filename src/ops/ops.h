@@ -106,6 +106,9 @@ tensor *op_dropout(tensor *x, float p, rng *r);
  * branch of each sample with prob p, else scales it by 1/(1-p) (p = 0: off, r may be NULL). Only the
  * mask is kept: not the branch's output, nor the GELU, which the backward recomputes from h. */
 tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r);
+/* op_residual_linear (no GELU) of the concatenation [h0 | h1] along the last dim, which is never
+ * stored: CSwin's two stripe branches, ELFATT's global and local heads */
+tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w, tensor *b, float p, rng *r);
 /* op_residual_linear (no GELU) of a branch h in wh x ww windows (op_window_partition's layout with
  * that shift) onto the map res (B, H, W, N): the projection runs on the windows and its output goes
  * straight back into map order, so the map-order branch is never stored. */

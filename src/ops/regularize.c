@@ -1,6 +1,8 @@
 /* Dropout, and the residual branch ending in a linear layer with per-sample drop path (stochastic
  * depth). The random draws are serial and in a fixed order, so a seed gives the same mask whatever
  * the thread count. */
+#include <string.h>
+
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/tape.h"
@@ -158,5 +160,71 @@ void op_residual_linear_backward(tape_node *n) {
     scratch_done(gm, most * N);
     scratch_done(act, most * K);
     scratch_done(slope, most * K);
+    if (res->requires_grad) pass_grad(res, n->out);
+}
+
+/* columns [k0, k0 + K) of m (N, Kw) into part (N, K), or added back from it */
+static void copy_columns(float *part, const float *m, int N, int Kw, int k0, int K) {
+    for (int i = 0; i < N; i++) memcpy(part + (size_t)i * K, m + (size_t)i * Kw + k0, sizeof(float) * K);
+}
+
+static void add_columns(float *m, const float *part, int N, int Kw, int k0, int K) {
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < K; j++) m[(size_t)i * Kw + k0 + j] += part[(size_t)i * K + j];
+}
+
+tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w, tensor *b, float p, rng *r) {
+    CHECK(p >= 0 && p < 1, "residual_linear_split: probability %g outside [0, 1)", p);
+    int K0 = h0->shape[h0->ndim - 1], K1 = h1->shape[h1->ndim - 1], N = res->shape[res->ndim - 1];
+    int B = res->shape[0], M = (int)(res->numel / N);
+    CHECK(w->ndim == 2 && w->shape[0] == N && w->shape[1] == K0 + K1 && h0->numel / K0 == M &&
+              h1->numel / K1 == M && h0->shape[0] == B && h1->shape[0] == B,
+          "residual_linear_split: residual %s, inputs %s and %s, weight %s do not match", SHAPE_STR(res),
+          SHAPE_STR(h0), SHAPE_STR(h1), SHAPE_STR(w));
+    CHECK(!b || b->numel == N, "residual_linear_split: bias %s for %d outputs", SHAPE_STR(b), N);
+    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR_SPLIT, p, r, B) : NULL;
+    tensor *out = tensor_like(res), *h[2] = {h0, h1};
+    size_t n_part = (size_t)N * (K0 > K1 ? K0 : K1);
+    float *w_part = scratch_floats(n_part);
+    for (int i = 0, k0 = 0; i < 2; k0 += h[i]->shape[h[i]->ndim - 1], i++) {
+        int K = h[i]->shape[h[i]->ndim - 1];
+        copy_columns(w_part, w->data, N, K0 + K1, k0, K);
+        residual_linear_forward(out->data, i ? out->data : res->data, h[i]->data, w_part,
+                                i == 0 && b ? b->data : NULL, mask ? mask->data : NULL, B, M, K, N);
+    }
+    scratch_done(w_part, n_part);
+    op_macs += (double)M * (K0 + K1) * N;
+    tape_node *n = tape_record(OP_RESIDUAL_LINEAR_SPLIT, out, 5, (tensor *[]){res, h0, h1, w, b});
+    if (n) n->saved[0] = mask;
+    return out;
+}
+
+void op_residual_linear_split_backward(tape_node *n) {
+    tensor *res = n->in[0], *h[2] = {n->in[1], n->in[2]}, *w = n->in[3], *b = n->in[4], *mask = n->saved[0];
+    int N = w->shape[0], Kw = w->shape[1], B = res->shape[0], M = (int)(res->numel / N), rows = M / B;
+    float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
+    const float *g = n->out->grad;
+    float *gm = NULL;
+    if (mask) { /* each sample's rows scaled by its mask */
+        gm = scratch_floats((size_t)M * N);
+        int64_t per = (int64_t)rows * N;
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int s = 0; s < B; s++)
+            for (int64_t j = 0; j < per; j++) gm[s * per + j] = g[s * per + j] * mask->data[s];
+        g = gm;
+    }
+    size_t n_part = (size_t)N * Kw; /* room for either part */
+    float *w_part = scratch_floats(n_part), *dw_part = scratch_floats(n_part);
+    for (int i = 0, k0 = 0; i < 2; k0 += h[i]->shape[h[i]->ndim - 1], i++) {
+        int K = h[i]->shape[h[i]->ndim - 1];
+        copy_columns(w_part, w->data, N, Kw, k0, K);
+        if (dw) memset(dw_part, 0, sizeof(float) * (size_t)N * K);
+        linear_backward(h[i]->requires_grad ? tensor_grad(h[i]) : NULL, dw ? dw_part : NULL,
+                        i == 0 ? db : NULL, g, h[i]->data, w_part, M, K, N);
+        if (dw) add_columns(dw, dw_part, N, Kw, k0, K);
+    }
+    scratch_done(w_part, n_part);
+    scratch_done(dw_part, n_part);
+    scratch_done(gm, (size_t)M * N);
     if (res->requires_grad) pass_grad(res, n->out);
 }
