@@ -173,27 +173,26 @@ TEST(dwconv2d_add_equals_base_plus_conv_and_grad) {
     EXPECT_ERROR(op_dwconv2d_add(x, w, b, RANDN(&r, 1, 2, 5, 4)), "base (2, 5, 4) for 6 channels of input (2, 5, 4, 6)");
 }
 
-typedef struct {
-    int c0, channels;
-} channels_ctx;
+/* base is consumed: a fresh copy of the leaf at every evaluation */
+static tensor *fresh_copy(tensor *t) { return op_add(t, tensor_zeros(1, (int[]){1})); }
 
-static tensor *dw_channels_fn(tensor **in, const void *ctx) {
-    const channels_ctx *c = ctx;
-    return op_dwconv2d_add_channels(in[0], c->c0, c->channels, in[1], in[2], in[3]);
+static tensor *dw_into_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_dwconv2d_add_into(in[0], 3, 6, in[1], in[2], fresh_copy(in[3]));
 }
 
-/* a channel range of the input: as slicing it out first, without the copy */
-TEST(dwconv2d_add_channels_equals_the_sliced_input_and_grad) {
+/* a channel range of the input, added into base's memory: as slicing the input and adding a copy */
+TEST(dwconv2d_add_into_equals_the_sliced_input_and_grad) {
     rng r;
     rng_seed(&r, 57, RNG_TEST);
     tensor *x = LEAF(&r, 1, 2, 5, 4, 10), *w = LEAF(&r, 0.5f, 3, 1, 3, 3), *b = LEAF(&r, 1, 3);
     tensor *base = LEAF(&r, 1, 2, 5, 4, 6);
-    tensor *fused = op_dwconv2d_add_channels(x, 3, 6, w, b, base);
-    tensor *chain = op_dwconv2d_add(op_slice(x, 3, 3, 6), w, b, base);
+    tensor *chain = op_dwconv2d_add(op_slice(x, 3, 3, 6), w, b, base), *copy = fresh_copy(base);
+    tensor *fused = op_dwconv2d_add_into(x, 3, 6, w, b, copy);
+    EXPECT(fused->data == copy->data, "the sum is not in base's memory");
     EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) == 0, "forward");
     double err = backward_difference(chain, fused, 4, (tensor *[]){x, w, b, base});
     EXPECT(err < 1e-5, "gradients differ from the sliced input's by %g", err);
-    channels_ctx c = {3, 6};
-    EXPECT(GRADCHECK(dw_channels_fn, &c, x, w, b, base), "channels 3..9");
-    EXPECT_ERROR(op_dwconv2d_add_channels(x, 6, 6, w, b, NULL), "channels 6..12 of input (2, 5, 4, 10)");
+    EXPECT(GRADCHECK(dw_into_fn, NULL, x, w, b, base), "channels 3..9");
+    EXPECT_ERROR(op_dwconv2d_add_into(x, 6, 6, w, b, base), "channels 6..12 of input (2, 5, 4, 10)");
 }

@@ -51,7 +51,7 @@ tensor *attn_forward(attn *a, tensor *q, tensor *k, tensor *v) {
     tensor *out = a->impl->forward(a, q, k, v);
     if (!a->spec.lepe) return out;
     int b = v->shape[0], n = v->shape[1], C = v->shape[2], h = a->spec.h, w = a->spec.w;
-    tensor *sum = op_dwconv2d_add(RESHAPE(v, b, h, w, C), a->lepe.w, a->lepe.b, RESHAPE(out, b, h, w, C));
+    tensor *sum = op_dwconv2d_add_into(RESHAPE(v, b, h, w, C), 0, C, a->lepe.w, a->lepe.b, RESHAPE(out, b, h, w, C));
     return RESHAPE(sum, b, n, C);
 }
 

@@ -41,10 +41,10 @@ static attn *elfatt_create(param_store *ps, const char *prefix, const attn_spec 
 }
 
 /* base + the LePE of x's channels [x_c0, x_c0 + n) with kernels [from, from + n) of one conv, or with
- * a conv of its own */
+ * a conv of its own, written into base */
 static tensor *lepe_part(const nn_conv2d *c, tensor *x, int x_c0, int from, int n, tensor *base) {
-    if (c->w->shape[0] == n) return op_dwconv2d_add_channels(x, x_c0, n, c->w, c->b, base);
-    return op_dwconv2d_add_channels(x, x_c0, n, op_slice(c->w, 0, from, n), op_slice(c->b, 0, from, n), base);
+    if (c->w->shape[0] == n) return op_dwconv2d_add_into(x, x_c0, n, c->w, c->b, base);
+    return op_dwconv2d_add_into(x, x_c0, n, op_slice(c->w, 0, from, n), op_slice(c->b, 0, from, n), base);
 }
 
 /* parts [global | local] without a class token; with one, the single concatenated output */

@@ -48,9 +48,9 @@ static tensor *flatten_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     int b = vp->shape[0], C = vp->shape[2];
     tensor *grid_v = RESHAPE(vp, b, s->h, s->w, C);
     if (!off) /* out + dwc(v) */
-        return RESHAPE(op_dwconv2d_add(grid_v, a->dwc.w, a->dwc.b, RESHAPE(out, b, s->h, s->w, C)), b, n, C);
+        return RESHAPE(op_dwconv2d_add_into(grid_v, 0, C, a->dwc.w, a->dwc.b, RESHAPE(out, b, s->h, s->w, C)), b, n, C);
     tensor *patches = RESHAPE(op_slice(out, 1, off, n - off), b, s->h, s->w, C);
-    patches = RESHAPE(op_dwconv2d_add(grid_v, a->dwc.w, a->dwc.b, patches), b, n - off, C);
+    patches = RESHAPE(op_dwconv2d_add_into(grid_v, 0, C, a->dwc.w, a->dwc.b, patches), b, n - off, C);
     return op_concat(2, (tensor *[]){op_slice(out, 1, 0, off), patches}, 1);
 }
 

@@ -52,7 +52,7 @@ void op_conv2d_backward(tape_node *n) {
     scratch_done(scratch, 2 * cols);
 }
 
-tensor *op_dwconv2d_add_channels(tensor *x, int c0, int channels, tensor *w, tensor *b, tensor *base) {
+static tensor *dwconv2d_add(tensor *x, int c0, int channels, tensor *w, tensor *b, tensor *base, bool into_base) {
     CHECK(x->ndim == 4 && c0 >= 0 && channels >= 1 && c0 + channels <= x->shape[3],
           "dwconv2d: channels %d..%d of input %s (B, H, W, C)", c0, c0 + channels, SHAPE_STR(x));
     CHECK(w->ndim == 4 && w->shape[0] > 0 && channels % w->shape[0] == 0 && w->shape[1] == 1 &&
@@ -61,9 +61,10 @@ tensor *op_dwconv2d_add_channels(tensor *x, int c0, int channels, tensor *w, ten
           "input %s", SHAPE_STR(w), channels, SHAPE_STR(x));
     CHECK(!b || b->numel == w->shape[0], "dwconv2d: bias %s for %d kernels", SHAPE_STR(b), w->shape[0]);
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], k = w->shape[2];
-    tensor *out = TENSOR(B, H, W, channels);
-    CHECK(!base || base->numel == out->numel, "dwconv2d: base %s for %d channels of input %s",
+    CHECK(!base || base->numel == (int64_t)B * H * W * channels, "dwconv2d: base %s for %d channels of input %s",
           SHAPE_STR(base), channels, SHAPE_STR(x));
+    int shape[4] = {B, H, W, channels};
+    tensor *out = into_base ? tensor_view(base, 4, shape) : tensor_new(4, shape);
     size_t n_wt = (size_t)(k * k + 1) * channels;
     float *wt = scratch_floats(n_wt);
     dwconv2d_forward(out->data, x->data + c0, x->shape[3], w->data, b ? b->data : NULL,
@@ -77,7 +78,12 @@ tensor *op_dwconv2d_add_channels(tensor *x, int c0, int channels, tensor *w, ten
 
 tensor *op_dwconv2d_add(tensor *x, tensor *w, tensor *b, tensor *base) {
     CHECK(x->ndim == 4, "dwconv2d: input %s is not (B, H, W, C)", SHAPE_STR(x));
-    return op_dwconv2d_add_channels(x, 0, x->shape[3], w, b, base);
+    return dwconv2d_add(x, 0, x->shape[3], w, b, base, false);
+}
+
+tensor *op_dwconv2d_add_into(tensor *x, int c0, int channels, tensor *w, tensor *b, tensor *base) {
+    CHECK(base, "dwconv2d_add_into: no base to add into");
+    return dwconv2d_add(x, c0, channels, w, b, base, true);
 }
 
 tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b) { return op_dwconv2d_add(x, w, b, NULL); }

@@ -77,8 +77,10 @@ tensor *op_dwconv2d(tensor *x, tensor *w, tensor *b);
 /* base + op_dwconv2d(x, w, b) in one op (base shaped like x: the attention output a DWC or LePE
  * branch is added to) */
 tensor *op_dwconv2d_add(tensor *x, tensor *w, tensor *b, tensor *base);
-/* op_dwconv2d_add of x's channels [c0, c0 + channels) only (no op_slice copy first) */
-tensor *op_dwconv2d_add_channels(tensor *x, int c0, int channels, tensor *w, tensor *b, tensor *base);
+/* op_dwconv2d_add of x's channels [c0, c0 + channels) only (no op_slice copy first), written into
+ * base's memory: base is consumed (nothing may read it afterwards, as the output of an attention
+ * core that only the DWC or LePE reads), so the sum costs no activation memory of its own */
+tensor *op_dwconv2d_add_into(tensor *x, int c0, int channels, tensor *w, tensor *b, tensor *base);
 /* nn.AdaptiveAvgPool2d: x (B, H, W, C) -> (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)) */
 tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow);
 /* F.interpolate(mode='bilinear', align_corners=False) of planes: x (P, Hi, Wi) -> (P, Ho, Wo) */
