@@ -131,8 +131,8 @@ TEST(layernorm_linear_equals_the_chain_and_grad) {
     tensor *x = LEAF(&r, 1, 2, 3, 8), *lw = LEAF(&r, 1, 8), *lb = LEAF(&r, 1, 8), *w = LEAF(&r, 0.5f, 5, 8);
     tensor *b = LEAF(&r, 1, 5);
     EXPECT(GRADCHECK(ln_linear_fn, NULL, x, lw, lb, w, b), "layernorm_linear");
-    /* 3000 rows of 400: the recomputation runs in two passes; gradients equal the chain's */
-    x = LEAF(&r, 1, 3000, 400), lw = LEAF(&r, 1, 400), lb = LEAF(&r, 1, 400), w = LEAF(&r, 0.05f, 6, 400);
+    /* 7000 rows of 400: the recomputation runs in two passes; gradients equal the chain's */
+    x = LEAF(&r, 1, 7000, 400), lw = LEAF(&r, 1, 400), lb = LEAF(&r, 1, 400), w = LEAF(&r, 0.05f, 6, 400);
     b = LEAF(&r, 1, 6);
     tensor *inputs[5] = {x, lw, lb, w, b};
     tensor *chain = op_linear(op_layernorm(x, lw, lb, 1e-5f), w, b), *fused = ln_linear_fn(inputs, NULL);

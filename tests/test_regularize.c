@@ -89,7 +89,7 @@ TEST(residual_linear_drops_whole_samples_and_grad) {
 TEST(residual_linear_in_sample_passes_matches_the_op_chain) {
     rng r;
     rng_seed(&r, 73, RNG_TEST);
-    const int B = 3, rows = 700, K = 1100, N = 4;
+    const int B = 3, rows = 3100, K = 1100, N = 4;
     tensor *res = LEAF(&r, 1, B, rows, N), *h = LEAF(&r, 1, B, rows, K), *w = LEAF(&r, 0.05f, N, K);
     tensor *b = LEAF(&r, 1, N);
     rng dr;

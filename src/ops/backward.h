@@ -8,12 +8,19 @@
  * pass. Call it last in the backward: the output's gradient is gone afterwards. */
 void pass_grad(tensor *x, tensor *out);
 
-/* How many of `items` (samples, rows) one pass of an op that recomputes in passes takes when each
- * needs `floats_per_item` floats of scratch: passes of about 8 MiB keep the scratch small next to
- * the activations, and the GEMMs of a pass still have thousands of rows. */
-static inline int64_t items_per_pass(int64_t items, int64_t floats_per_item) {
-    int64_t budget = (int64_t)1 << 21, n = floats_per_item >= budget ? 1 : budget / floats_per_item;
-    return n < items ? n : items;
+/* How many of `items` (samples, rows of rows_per_item rows each) one pass of an op that recomputes in
+ * passes takes when each needs `floats_per_item` floats of scratch: passes of about 8 MiB keep the
+ * scratch small next to the activations, unless that leaves a pass's GEMMs fewer than about 3000
+ * rows, where OpenBLAS loses speed (DeiT's 197-token samples: one pass of the batch, not three);
+ * the passes are then evened out, none smaller than that. */
+static inline int64_t items_per_pass(int64_t items, int64_t floats_per_item, int64_t rows_per_item) {
+    int64_t budget = (int64_t)1 << 21, min_rows = 3072;
+    int64_t n = floats_per_item >= budget ? 1 : budget / floats_per_item;
+    int64_t for_rows = (min_rows + rows_per_item - 1) / rows_per_item;
+    if (n < for_rows) n = for_rows;
+    if (n >= items) return items;
+    int64_t passes = items / n;
+    return (items + passes - 1) / passes;
 }
 
 void op_linear_backward(tape_node *n);

@@ -47,7 +47,7 @@ tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, te
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;
     tensor *out = tensor_new(x->ndim, shape), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
-    int64_t pass = items_per_pass(M, C);
+    int64_t pass = items_per_pass(M, C, 1);
     float *y = scratch_floats((size_t)(pass * C));
     for (int64_t r0 = 0; r0 < M; r0 += pass) {
         int64_t rows = r0 + pass < M ? pass : M - r0;
@@ -65,7 +65,7 @@ tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, te
 void op_layernorm_linear_backward(tape_node *n) {
     tensor *x = n->in[0], *ln_w = n->in[1], *ln_b = n->in[2], *w = n->in[3], *b = n->in[4];
     int C = x->shape[x->ndim - 1], N = w->shape[0];
-    int64_t M = x->numel / C, pass = items_per_pass(M, 2 * C); /* y and dy */
+    int64_t M = x->numel / C, pass = items_per_pass(M, 2 * C, 1); /* y and dy */
     const float *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
     float *dx = x->requires_grad ? tensor_grad(x) : NULL;
     float *dln_w = ln_w->requires_grad ? tensor_grad(ln_w) : NULL;

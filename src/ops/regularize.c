@@ -63,7 +63,7 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
     tensor *out = tensor_like(res);
     /* passes of a few samples: the GELU, or the branch in window order, is scratch */
     int64_t per_sample = gelu ? (int64_t)rows * K : g.H ? (int64_t)rows * N : 0;
-    int group = per_sample ? (int)items_per_pass(B, per_sample) : B;
+    int group = per_sample ? (int)items_per_pass(B, per_sample, rows) : B;
     size_t n_scratch = (size_t)group * per_sample;
     float *scratch = per_sample ? scratch_floats(n_scratch) : NULL, *branch = NULL;
     if (g.H) {
@@ -121,7 +121,7 @@ void op_residual_linear_backward(tape_node *n) {
     float *dh = h->requires_grad ? tensor_grad(h) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     bool own_g = mask || geom.H; /* the branch's gradient: masked, or in window order */
-    int group = gelu || own_g ? (int)items_per_pass(B, (int64_t)rows * (gelu ? 2 * K + N : N)) : B;
+    int group = gelu || own_g ? (int)items_per_pass(B, (int64_t)rows * (gelu ? 2 * K + N : N), rows) : B;
     size_t most = (size_t)group * rows;
     float *gm = own_g ? scratch_floats(most * N) : NULL;
     float *act = gelu ? scratch_floats(most * K) : NULL, *slope = gelu ? scratch_floats(most * K) : NULL;
