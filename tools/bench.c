@@ -1,7 +1,10 @@
 /* bench: times one model's training step (forward + backward + AdamW) or inference at a batch size,
  * synthetic input, warm-up then the median of several runs; prints one JSON line with img/s and the
  * peak RSS. tools/bench.sh runs it next to the PyTorch reference in the same invocation.
- * bench --sgemm M,K,N times bare cblas_sgemm instead: the yardstick of the FLOP-efficiency line. */
+ * bench --sgemm M,K,N times bare cblas_sgemm instead: the yardstick of the FLOP-efficiency line; with
+ * --model too, a few sgemm calls run before each timed step, so that the yardstick and the model see
+ * the same machine (a shared one's load changes within seconds), and both medians are printed. */
+#define SGEMM_CALLS_PER_STEP 5
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -27,25 +30,47 @@ static int cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int bench_sgemm(const char *mkn, int iters, int threads) {
+/* bare cblas_sgemm of C (M, N) = A (M, K) · B (N, K)ᵀ, as a linear layer's forward */
+typedef struct sgemm_ref {
     int M, K, N;
-    if (sscanf(mkn, "%d,%d,%d", &M, &K, &N) != 3 || M < 1 || K < 1 || N < 1) {
+    float *a, *b, *c;
+} sgemm_ref;
+
+static bool sgemm_ref_init(sgemm_ref *g, const char *mkn) {
+    if (sscanf(mkn, "%d,%d,%d", &g->M, &g->K, &g->N) != 3 || g->M < 1 || g->K < 1 || g->N < 1) {
         fprintf(stderr, "error: --sgemm %s: expected M,K,N\n", mkn);
-        return 2;
+        return false;
     }
+    g->a = calloc((size_t)g->M * g->K, sizeof(float)), g->b = calloc((size_t)g->K * g->N, sizeof(float));
+    g->c = calloc((size_t)g->M * g->N, sizeof(float));
+    return true;
+}
+
+static double sgemm_seconds(const sgemm_ref *g) {
+    double t0 = now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, g->N, g->K, 1.0f, g->a, g->K, g->b, g->K,
+                0.0f, g->c, g->N);
+    return now() - t0;
+}
+
+static double sgemm_gflop_s(const sgemm_ref *g, double seconds) { return 2.0 * g->M * g->K * g->N / seconds / 1e9; }
+
+static void sgemm_ref_free(sgemm_ref *g) { free(g->a), free(g->b), free(g->c); }
+
+static int bench_sgemm(const char *mkn, int iters, int threads) {
+    sgemm_ref g;
+    if (!sgemm_ref_init(&g, mkn)) return 2;
     vitc_set_threads(threads);
-    float *a = calloc((size_t)M * K, sizeof(float)), *b = calloc((size_t)K * N, sizeof(float));
-    float *c = calloc((size_t)M * N, sizeof(float));
     double *t = malloc(sizeof(double) * (size_t)iters);
     for (int it = -2; it < iters; it++) {
-        double t0 = now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
-        if (it >= 0) t[it] = now() - t0;
+        double s = sgemm_seconds(&g);
+        if (it >= 0) t[it] = s;
     }
     qsort(t, (size_t)iters, sizeof(double), cmp);
-    printf("{\"sgemm\": \"%dx%dx%d\", \"threads\": %d, \"median_s\": %.6f, \"gflop_s\": %.2f}\n", M, K, N,
-           vitc_threads(), t[iters / 2], 2.0 * M * K * N / t[iters / 2] / 1e9);
-    free(a), free(b), free(c), free(t);
+    printf("{\"sgemm\": \"%dx%dx%d\", \"threads\": %d, \"median_s\": %.6f, \"gflop_s\": %.2f}\n", g.M, g.K,
+           g.N, vitc_threads(), t[iters / 2], sgemm_gflop_s(&g, t[iters / 2]));
+    sgemm_ref_free(&g);
+    free(t);
     return 0;
 }
 
@@ -79,9 +104,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: --iters %d: expected at least 1\n", iters);
         return 2;
     }
-    if (sgemm) return bench_sgemm(sgemm, iters, threads);
+    if (sgemm && !name) return bench_sgemm(sgemm, iters, threads);
     if (!name || batch < 1 || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
         fprintf(stderr, "usage: bench --model NAME [--mode train|infer] [--batch N] [--iters K] [--img S] [--threads N]\n"
+                        "                    [--sgemm M,K,N]\n"
                         "       bench --sgemm M,K,N [--iters K] [--threads N]\n");
         return 2;
     }
@@ -111,8 +137,15 @@ int main(int argc, char **argv) {
     rng_seed(&r, 1, RNG_TEST);
     for (size_t i = 0; i < (size_t)batch * mc.img_size * mc.img_size * mc.in_chans; i++) pixels[i] = rng_normal(&r);
     tape_set_grad_enabled(train);
+    sgemm_ref g = {0};
+    if (sgemm && !sgemm_ref_init(&g, sgemm)) return 2;
     double *t = malloc(sizeof(double) * (size_t)iters);
+    double *ts = malloc(sizeof(double) * (size_t)iters * SGEMM_CALLS_PER_STEP);
     for (int it = -2; it < iters; it++) { /* two warm-up runs */
+        for (int k = 0; sgemm && k < SGEMM_CALLS_PER_STEP; k++) {
+            double s = sgemm_seconds(&g);
+            if (it >= 0) ts[it * SGEMM_CALLS_PER_STEP + k] = s;
+        }
         double t0 = now();
         x = tensor_wrap(pixels, 4, (int[]){batch, mc.img_size, mc.img_size, mc.in_chans});
         forward_opts fo = {.train = train, .rng = &r};
@@ -131,9 +164,17 @@ int main(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"model\": \"%s\", \"mode\": \"%s\", \"batch\": %d, \"img\": %d, \"threads\": %d, "
-           "\"median_s\": %.6f, \"img_s\": %.3f, \"peak_rss_mib\": %.1f, \"gmacs\": %.4f}\n",
+           "\"median_s\": %.6f, \"img_s\": %.3f, \"peak_rss_mib\": %.1f, \"gmacs\": %.4f",
            name, mode, batch, mc.img_size, vitc_threads(), t[iters / 2], batch / t[iters / 2],
            ru.ru_maxrss / 1024.0, model_macs(m) / 1e9);
+    if (sgemm) {
+        int n = iters * SGEMM_CALLS_PER_STEP;
+        qsort(ts, (size_t)n, sizeof(double), cmp);
+        printf(", \"sgemm\": \"%dx%dx%d\", \"sgemm_gflop_s\": %.2f", g.M, g.K, g.N, sgemm_gflop_s(&g, ts[n / 2]));
+        sgemm_ref_free(&g);
+    }
+    printf("}\n");
+    free(ts);
     free(t);
     free(pixels);
     free(labels);
