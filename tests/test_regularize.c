@@ -186,3 +186,31 @@ TEST(residual_linear_split_matches_the_concatenated_input_and_grad) {
     EXPECT_ERROR(op_residual_linear_split(res, h0, h0, w, NULL, 0, NULL),
                  "residual (6, 5, 4), inputs (6, 5, 3) and (6, 5, 3), weight (4, 5) do not match");
 }
+
+/* the MLP step in row chunks (few channels): as op_layernorm_linear then op_residual_linear, with and
+ * without recording, the chunk boundary inside a sample */
+TEST(mlp_residual_in_row_chunks_matches_the_two_ops_and_grad) {
+    rng r;
+    rng_seed(&r, 76, RNG_TEST);
+    const int B = 3, rows = 2500, C = 8, H = 32; /* 5456-row chunks: two, the second inside sample 2 */
+    tensor *res = LEAF(&r, 1, B, rows, C), *lw = LEAF(&r, 1, C), *lb = LEAF(&r, 1, C);
+    tensor *w1 = LEAF(&r, 0.3f, H, C), *b1 = LEAF(&r, 1, H), *w2 = LEAF(&r, 0.3f, C, H), *b2 = LEAF(&r, 1, C);
+    tensor *inputs[7] = {res, lw, lb, w1, b1, w2, b2};
+    for (int t = 0; t < 2; t++) {
+        float p = t ? 0.5f : 0.0f;
+        rng d1, d2;
+        rng_seed(&d1, 5, RNG_DROPOUT);
+        rng_seed(&d2, 5, RNG_DROPOUT);
+        tensor *fused = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, p, &d1);
+        tensor *chain = op_residual_linear(res, op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1), w2, b2, true, p, &d2);
+        EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) < 1e-5, "p %g: forward", p);
+        double err = backward_difference(chain, fused, 7, inputs);
+        EXPECT(err < 1e-4, "p %g: gradients differ from the two ops' by %g", p, err);
+    }
+    bool was = tape_set_grad_enabled(false);
+    tensor *plain = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, 0, NULL);
+    tensor *chain = op_residual_linear(res, op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1), w2, b2, true, 0, NULL);
+    tape_set_grad_enabled(was);
+    EXPECT(max_rel_diff(plain->data, chain->data, chain->numel) < 1e-5, "without recording");
+    EXPECT_ERROR(op_mlp_residual(res, lw, lb, 1e-5f, w2, b1, w2, b2, 0, NULL), "fc1 (8, 32), fc2 (8, 32) do not match");
+}

@@ -73,6 +73,6 @@ void nn_mlp_init(nn_mlp *m, param_store *ps, const char *name, int dim, int hidd
 }
 
 tensor *nn_mlp_residual(const nn_mlp *m, const nn_layernorm *norm, tensor *res, float drop_path, rng *r) {
-    tensor *h = op_layernorm_linear(res, norm->w, norm->b, norm->eps, m->fc1.w, m->fc1.b);
-    return op_residual_linear(res, h, m->fc2.w, m->fc2.b, true, drop_path, r);
+    return op_mlp_residual(res, norm->w, norm->b, norm->eps, m->fc1.w, m->fc1.b, m->fc2.w, m->fc2.b,
+                           drop_path, r);
 }

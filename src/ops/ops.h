@@ -108,6 +108,12 @@ tensor *op_dropout(tensor *x, float p, rng *r);
  * branch of each sample with prob p, else scales it by 1/(1-p) (p = 0: off, r may be NULL). Only the
  * mask is kept: not the branch's output, nor the GELU, which the backward recomputes from h. */
 tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r);
+/* A block's MLP step: op_residual_linear(res, op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1), w2,
+ * b2, gelu, p, r), recorded as those two nodes. With at most MLP_CHUNKED_MAX_CHANNELS channels it
+ * runs in cache-sized row chunks, one per thread at a time (src/cpu/mlp.h); above, as the two ops. */
+#define MLP_CHUNKED_MAX_CHANNELS 128
+tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
+                        tensor *w2, tensor *b2, float p, rng *r);
 /* op_residual_linear (no GELU) of the concatenation [h0 | h1] along the last dim, which is never
  * stored: CSwin's two stripe branches, ELFATT's global and local heads */
 tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w, tensor *b, float p, rng *r);

@@ -8,6 +8,7 @@
 #include "../core/tape.h"
 #include "../cpu/elementwise.h"
 #include "../cpu/matmul.h"
+#include "../cpu/mlp.h"
 #include "../cpu/spatial.h"
 #include "backward.h"
 #include "op_table.h"
@@ -227,4 +228,47 @@ void op_residual_linear_split_backward(tape_node *n) {
     scratch_done(dw_part, n_part);
     scratch_done(gm, (size_t)M * N);
     if (res->requires_grad) pass_grad(res, n->out);
+}
+
+tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
+                        tensor *w2, tensor *b2, float p, rng *r) {
+    int C = res->shape[res->ndim - 1], H = w1->shape[0];
+    if (C > MLP_CHUNKED_MAX_CHANNELS) {
+        tensor *h = op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1);
+        return op_residual_linear(res, h, w2, b2, true, p, r);
+    }
+    CHECK(p >= 0 && p < 1, "mlp_residual: probability %g outside [0, 1)", p);
+    CHECK(ln_w->numel == C && ln_b->numel == C && w1->ndim == 2 && w1->shape[1] == C &&
+              (!b1 || b1->numel == H) && w2->ndim == 2 && w2->shape[0] == C && w2->shape[1] == H &&
+              (!b2 || b2->numel == C),
+          "mlp_residual: input %s, norm %s, fc1 %s, fc2 %s do not match", SHAPE_STR(res), SHAPE_STR(ln_w),
+          SHAPE_STR(w1), SHAPE_STR(w2));
+    int B = res->shape[0];
+    mlp_dims d = {res->numel / C, C, H, (int)(res->numel / C / B)};
+    bool record = tape_grad_enabled();
+    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B) : NULL;
+    tensor *out = tensor_like(res), *mean = TENSOR((int)d.M), *rstd = TENSOR((int)d.M), *h = NULL;
+    if (record) {
+        int shape[TENSOR_MAX_DIMS];
+        for (int i = 0; i < res->ndim; i++) shape[i] = res->shape[i];
+        shape[res->ndim - 1] = H;
+        h = tensor_new(res->ndim, shape);
+    }
+    size_t n_scratch = mlp_scratch_floats(&d);
+    float *scratch = scratch_floats(n_scratch);
+    mlp_residual_forward(out->data, h ? h->data : NULL, mean->data, rstd->data, res->data, ln_w->data,
+                         ln_b->data, eps, w1->data, b1 ? b1->data : NULL, w2->data, b2 ? b2->data : NULL,
+                         mask ? mask->data : NULL, &d, scratch);
+    scratch_done(scratch, n_scratch);
+    op_macs += 5.0 * (double)res->numel + 2.0 * (double)d.M * C * H;
+    if (!record) return out;
+    /* the two nodes op_layernorm_linear and op_residual_linear record: their backwards run */
+    tape_node *n = tape_record(OP_LAYERNORM_LINEAR, h, 5, (tensor *[]){res, ln_w, ln_b, w1, b1});
+    if (n) n->saved[0] = mean, n->saved[1] = rstd;
+    n = tape_record(OP_RESIDUAL_LINEAR, out, 4, (tensor *[]){res, h, w2, b2});
+    if (n) {
+        n->saved[0] = mask;
+        n->iarg[0] = 1; /* gelu */
+    }
+    return out;
 }

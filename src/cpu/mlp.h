@@ -1,0 +1,24 @@
+/* A transformer block's MLP step, out = res + keep_s (fc2(gelu(fc1(layernorm(res))))), computed in
+ * row chunks that each thread takes whole: the chunk's normalised rows, hidden rows and GELU stay in
+ * its cache between the two single-threaded GEMMs. Where the channels are few (64, 96, 128: the
+ * first stages of the pyramid models, thousands of tokens), the two-op form streams the hidden
+ * tensor through memory three times and spends more time there than in its GEMMs. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mlp_dims {
+    int64_t M;    /* rows */
+    int C, hidden; /* res (M, C), fc1 (hidden, C), fc2 (C, hidden) */
+    int rows_per_sample; /* keep[s] scales the rows of sample s */
+} mlp_dims;
+
+/* rows per chunk, and the floats of scratch mlp_residual_forward needs */
+int mlp_chunk_rows(const mlp_dims *d);
+size_t mlp_scratch_floats(const mlp_dims *d);
+/* out (M, C); mean, rstd (M) the layernorm's row statistics; h (M, hidden) receives fc1's output
+ * (pre-GELU) when not NULL (the backward reads it); keep (samples) or NULL */
+void mlp_residual_forward(float *out, float *h, float *mean, float *rstd, const float *res,
+                          const float *ln_w, const float *ln_b, float eps, const float *w1,
+                          const float *b1, const float *w2, const float *b2, const float *keep,
+                          const mlp_dims *d, float *scratch);
