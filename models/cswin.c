@@ -1,5 +1,3 @@
-#include <stdio.h>
-#include <time.h>
 /* CSWin Transformer (Dong et al.) as the Agent-Attention / FLatten repos build it: 7x7/s4 conv stem
  * + LN, blocks with block-level qkv/proj whose attention runs on cross-shaped stripes — half the
  * channels and heads on vertical R x sw stripes, half on horizontal sw x R ones, each with LePE —
@@ -112,24 +110,17 @@ static void *cswin_build(model *m) {
 /* branch br: norm1(x) cut into its h x w stripes, the branch's channels of q, k and v projected
  * from them, each by its own GEMM (projections are per token, so they commute with the cut),
  * attention, stripes put back; the output's channel parts go to parts, their count is returned */
-static double tms(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec * 1e-6; }
-double t_ln, t_qkv, t_attn, t_rev, t_res, t_mlp;
 static int branch_forward(const cswin_block *b, int br, tensor *x, int R, tensor **parts) {
     attn *a = b->branch[br];
     int B = x->shape[0], C = x->shape[2], h = a->spec.h, w = a->spec.w, Cb = C / b->n_branches;
-    double t0 = tms();
     tensor *stripes = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b, b->norm1.eps, h, w, 0);
-    double t1 = tms(); t_ln += t1 - t0;
     tensor *qkv[3];
     for (int i = 0; i < 3; i++) qkv[i] = op_linear_rows(stripes, b->qkv.w, b->qkv.b, i * C + br * Cb, Cb);
-    double t2 = tms(); t_qkv += t2 - t1;
     int n = attn_forward_parts(a, qkv[0], qkv[1], qkv[2], parts);
-    double t3 = tms(); t_attn += t3 - t2;
     for (int i = 0; i < n; i++) {
         int Cp = parts[i]->shape[2];
         parts[i] = RESHAPE(op_window_reverse(parts[i], R, R, h, w, 0), B, R * R, Cp);
     }
-    t_rev += tms() - t3;
     return n;
 }
 
@@ -140,13 +131,9 @@ static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const
     int n = 0;
     for (int br = 0; br < b->n_branches; br++) n += branch_forward(b, br, x, R, parts + n);
     float dp = o->train ? b->drop_path : 0.0f;
-    double t0 = tms();
     x = n == 1 ? op_residual_linear(x, parts[0], b->proj.w, b->proj.b, false, dp, o->rng)
                : op_residual_linear_split(x, parts[0], parts[1], b->proj.w, b->proj.b, dp, o->rng);
-    double t1 = tms(); t_res += t1 - t0;
-    x = nn_mlp_residual(&b->mlp, &b->norm2, x, dp, o->rng);
-    t_mlp += tms() - t1;
-    return x;
+    return nn_mlp_residual(&b->mlp, &b->norm2, x, dp, o->rng);
 }
 
 static tensor *cswin_forward(model *m, tensor *images, const forward_opts *o) {
@@ -156,12 +143,10 @@ static tensor *cswin_forward(model *m, tensor *images, const forward_opts *o) {
     x = nn_layernorm_forward(&net->stem_norm, RESHAPE(x, B, x->shape[1] * x->shape[2], x->shape[3]));
     for (int s = 0; s < net->n_stages; s++) {
         const cswin_stage *st = &net->stages[s];
-        struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
         for (int j = 0; j < st->depth; j++) {
             arena_mark mark = arena_get_mark(&vitc_arena);
             x = tensor_keep(&mark, cswin_block_forward(&st->blocks[j], x, st->res, o));
         }
-        clock_gettime(CLOCK_MONOTONIC, &t1); fprintf(stderr, "stage %d fwd %.1f ms: ln %.1f qkv %.1f attn %.1f rev %.1f res %.1f mlp %.1f\n", s, (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6, t_ln, t_qkv, t_attn, t_rev, t_res, t_mlp); t_ln = t_qkv = t_attn = t_rev = t_res = t_mlp = 0;
         if (s + 1 < net->n_stages) {
             tensor *y = nn_conv2d_forward(&st->merge, RESHAPE(x, B, st->res, st->res, st->dim));
             x = nn_layernorm_forward(&st->merge_norm, RESHAPE(y, B, y->shape[1] * y->shape[2], y->shape[3]));
