@@ -3,6 +3,9 @@
 # threads, fp32, synthetic input at each model's resolution: training step img/s at batch 16,
 # inference img/s at batch 1 and 32, peak RSS; ratios per model and their geometric mean, written to
 # bench/results.json. MODELS=a,b restricts the list; THREADS (default 2), ITERS (default 5).
+# Each measurement runs REPEATS (default 2) times, vitc and PyTorch in turn, and each side's fastest
+# run (its median of ITERS) counts, with the largest peak RSS: on a shared machine a neighbour's
+# burst of a few seconds slows one process, not the pair.
 # Then the FLOP efficiency of deit_t's training step against bare cblas_sgemm timed between its steps
 # (when deit_t is in the list), and inference time per image of deit_t, agent_deit_t, flatten_deit_t
 # from 224 to 896 pixels against the token ratio (SCALING=0 skips it), written to bench/scaling.json.
@@ -11,6 +14,8 @@ cd "$(dirname "$0")/.."
 MODELS=${MODELS:-deit_t,agent_deit_t,swin_t,agent_swin_t,flatten_swin_t,agent_pvt_t,agent_cswin_t,elfatt_cswin_t}
 THREADS=${THREADS:-2}
 ITERS=${ITERS:-5}
+REPEATS=${REPEATS:-2}
+[ "$REPEATS" -ge 1 ] 2>/dev/null || { echo "error: REPEATS=$REPEATS: expected a count of at least 1"; exit 1; }
 SCALING=${SCALING:-1}
 deit_listed=
 PYTHON=${PYTHON:-$(for p in python3 /usr/bin/python3; do $p -c 'import torch' 2>/dev/null && { echo $p; break; }; done)}
@@ -25,17 +30,24 @@ for model in ${MODELS//,/ }; do
   cfg=$(build/release/bench --print-model --model "$model")
   for spec in train:16 infer:1 infer:32; do
     mode=${spec%%:*}; batch=${spec##*:}
-    v=$(build/release/bench --model "$model" --mode "$mode" --batch "$batch" --iters "$ITERS" --threads "$THREADS")
     [ "$model:$mode" = deit_t:train ] && deit_listed=1
-    t=$(cd tools/ref && $PYTHON bench_torch.py "$cfg" "$mode" "$batch" "$ITERS" "$THREADS")
-    row=$($PYTHON - "$v" "$t" "$model" "$mode" "$batch" "$THREADS" <<'PY'
+    vs=() ts=()
+    for ((rep = 0; rep < REPEATS; rep++)); do # vitc and PyTorch in turn, each side's best kept
+      vs+=("$(build/release/bench --model "$model" --mode "$mode" --batch "$batch" --iters "$ITERS" --threads "$THREADS")")
+      ts+=("$(cd tools/ref && $PYTHON bench_torch.py "$cfg" "$mode" "$batch" "$ITERS" "$THREADS")")
+    done
+    row=$($PYTHON - "$model" "$mode" "$batch" "$THREADS" "${vs[@]}" "${ts[@]}" <<'PY'
 import json, sys
-v, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-mode = {"train": "train_b16"}.get(sys.argv[4], f"infer_b{sys.argv[5]}")
-print(json.dumps({"model": sys.argv[3], "mode": mode, "vitc_img_s": round(v["img_s"], 3),
+runs = [json.loads(a) for a in sys.argv[5:]]
+half = len(runs) // 2
+v, t = (max(side, key=lambda r: r["img_s"]) for side in (runs[:half], runs[half:]))
+v["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs[:half])
+t["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs[half:])
+mode = {"train": "train_b16"}.get(sys.argv[2], f"infer_b{sys.argv[3]}")
+print(json.dumps({"model": sys.argv[1], "mode": mode, "vitc_img_s": round(v["img_s"], 3),
                   "torch_img_s": round(t["img_s"], 3), "ratio": round(v["img_s"] / t["img_s"], 3),
                   "vitc_peak_rss_mib": v["peak_rss_mib"], "torch_peak_rss_mib": round(t["peak_rss_mib"], 1),
-                  "torch_version": t["torch_version"], "threads": int(sys.argv[6])}))
+                  "torch_version": t["torch_version"], "threads": int(sys.argv[4])}))
 PY
 )
     [ $first = 1 ] || echo "," >> "$out"
