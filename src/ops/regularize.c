@@ -45,6 +45,13 @@ void op_dropout_backward(tape_node *n) {
     for (int64_t i = 0; i < x->numel; i++) gx[i] += g[i] * m[i];
 }
 
+/* dst = g with each sample's `per` values scaled by its drop-path factor: the branch's gradient */
+static void scale_samples(float *dst, const float *g, const float *keep, int samples, int64_t per) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int s = 0; s < samples; s++)
+        for (int64_t j = 0; j < per; j++) dst[s * per + j] = g[s * per + j] * keep[s];
+}
+
 /* the map geometry of a residual step whose branch is in window order (H == 0: none) */
 typedef struct window_geom {
     int H, W, wh, ww, shift;
@@ -135,12 +142,8 @@ void op_residual_linear_backward(tape_node *n) {
             window_copy(gm, (float *)g, gs, geom.H, geom.W, N, geom.wh, geom.ww, geom.shift, true, false);
             g = gm;
         }
-        if (mask) { /* each sample's rows scaled by its mask */
-            int64_t per = (int64_t)rows * N;
-            const float *keep = mask->data + s0;
-#pragma omp parallel for collapse(2) schedule(static)
-            for (int s = 0; s < gs; s++)
-                for (int64_t j = 0; j < per; j++) gm[s * per + j] = g[s * per + j] * keep[s];
+        if (mask) {
+            scale_samples(gm, g, mask->data + s0, gs, (int64_t)rows * N);
             g = gm;
         }
         if (!gelu) {
@@ -206,12 +209,9 @@ void op_residual_linear_split_backward(tape_node *n) {
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     const float *g = n->out->grad;
     float *gm = NULL;
-    if (mask) { /* each sample's rows scaled by its mask */
+    if (mask) {
         gm = scratch_floats((size_t)M * N);
-        int64_t per = (int64_t)rows * N;
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int s = 0; s < B; s++)
-            for (int64_t j = 0; j < per; j++) gm[s * per + j] = g[s * per + j] * mask->data[s];
+        scale_samples(gm, g, mask->data, B, (int64_t)rows * N);
         g = gm;
     }
     size_t n_part = (size_t)N * Kw; /* room for either part */
