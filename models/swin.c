@@ -151,7 +151,8 @@ static tensor *patch_merge(const swin_stage *st, tensor *x) {
     /* (B*h, 2 (row parity), h, 2 (col parity), C) -> (B*h, h, col parity, row parity, C) */
     tensor *y = op_permute(RESHAPE(x, B * h, 2, h, 2, C), (int[]){0, 2, 3, 1, 4});
     y = RESHAPE(y, B, h * h, 4 * C);
-    return nn_linear_forward(&st->reduction, nn_layernorm_forward(&st->merge_norm, y));
+    const nn_layernorm *n = &st->merge_norm; /* the normalised map is recomputed, not kept */
+    return op_layernorm_linear(y, n->w, n->b, n->eps, st->reduction.w, st->reduction.b);
 }
 
 static tensor *swin_forward(model *m, tensor *images, const forward_opts *o) {
