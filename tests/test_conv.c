@@ -195,4 +195,5 @@ TEST(dwconv2d_add_into_equals_the_sliced_input_and_grad) {
     EXPECT(err < 1e-5, "gradients differ from the sliced input's by %g", err);
     EXPECT(GRADCHECK(dw_into_fn, NULL, x, w, b, base), "channels 3..9");
     EXPECT_ERROR(op_dwconv2d_add_into(x, 6, 6, w, b, base), "channels 6..12 of input (2, 5, 4, 10)");
+    EXPECT_ERROR(op_dwconv2d_add_into(x, 3, 6, w, b, NULL), "no base to add into");
 }

@@ -187,6 +187,13 @@ TEST(residual_linear_split_matches_the_concatenated_input_and_grad) {
                  "residual (6, 5, 4), inputs (6, 5, 3) and (6, 5, 3), weight (4, 5) do not match");
 }
 
+static tensor *mlp_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    rng r;
+    rng_seed(&r, 99, RNG_DROPOUT); /* the same mask at every evaluation */
+    return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], in[6], 0.4f, &r);
+}
+
 /* the MLP step in row chunks (few channels): as op_layernorm_linear then op_residual_linear, with and
  * without recording, the chunk boundary inside a sample */
 TEST(mlp_residual_in_row_chunks_matches_the_two_ops_and_grad) {
@@ -213,4 +220,7 @@ TEST(mlp_residual_in_row_chunks_matches_the_two_ops_and_grad) {
     tape_set_grad_enabled(was);
     EXPECT(max_rel_diff(plain->data, chain->data, chain->numel) < 1e-5, "without recording");
     EXPECT_ERROR(op_mlp_residual(res, lw, lb, 1e-5f, w2, b1, w2, b2, 0, NULL), "fc1 (8, 32), fc2 (8, 32) do not match");
+    tensor *xs = LEAF(&r, 1, 2, 3, 4), *lws = LEAF(&r, 1, 4), *lbs = LEAF(&r, 1, 4), *w1s = LEAF(&r, 0.5f, 6, 4);
+    tensor *b1s = LEAF(&r, 1, 6), *w2s = LEAF(&r, 0.5f, 4, 6), *b2s = LEAF(&r, 1, 4);
+    EXPECT(GRADCHECK(mlp_fn, NULL, xs, lws, lbs, w1s, b1s, w2s, b2s), "mlp_residual");
 }

@@ -1,7 +1,5 @@
 #include "mlp.h"
 
-#include <string.h>
-
 #include "../core/threads.h"
 #include "elementwise.h"
 #include "matmul.h"
