@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "core/threads.h"
 #include "test.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -83,6 +84,7 @@ static int cmp_names(const void *a, const void *b) {
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     qsort(tests, n_tests, sizeof(tests[0]), cmp_names);
+    vitc_set_threads(0); /* the CLIs' floating-point mode */
     /* small arena chunks: allocations spill across chunks, exercising mark/release and reset */
     vitc_arena.chunk_bytes = 256 << 10;
     int passed = 0, n_failed = 0, n_skipped = 0;

@@ -1,6 +1,7 @@
 /* Core: arena, tape bookkeeping, op table, rng, error checks. */
 #include <math.h>
 
+#include "../src/core/threads.h"
 #include "../src/ops/op_table.h"
 #include "../src/ops/ops.h"
 #include "test.h"
@@ -213,6 +214,19 @@ TEST(rng_streams_are_reproducible_and_independent) {
         float v = rng_trunc_normal(&a, 1.0f, -0.5f, 0.5f);
         EXPECT(v >= -0.5f && v <= 0.5f, "trunc normal %g outside bounds", v);
     }
+}
+
+TEST(denormal_results_flush_to_zero_in_every_thread) {
+#ifndef __SSE3__
+    SKIP("flushing denormals is set through SSE3's MXCSR bits; this build has no SSE3");
+#else
+    vitc_set_threads(0);
+    volatile float tiny = 1e-30f, factor = 1e-10f; /* 1e-40: a denormal unless flushed */
+    int threads = vitc_threads(), flushed = 0;
+#pragma omp parallel for schedule(static, 1) reduction(+ : flushed)
+    for (int t = 0; t < threads; t++) flushed += tiny * factor == 0.0f;
+    EXPECT(flushed == threads, "%d of %d threads produced a denormal", threads - flushed, threads);
+#endif
 }
 
 TEST(tape_records_only_with_grad_inputs_and_grad_mode) {

@@ -2,7 +2,9 @@
 #pragma once
 #include <stdbool.h>
 
-void vitc_set_threads(int n); /* n <= 0: keep OMP_NUM_THREADS / the machine default */
+/* n <= 0: keep OMP_NUM_THREADS / the machine default. Also flushes denormal floats to zero in every
+ * thread (see threads.c): call it before any computation. */
+void vitc_set_threads(int n);
 int vitc_threads(void);
 int vitc_thread_id(void); /* inside a parallel region: 0 .. vitc_threads() - 1 */
 /* Enough independent items (attention's (sequence, head) pairs) to give each thread whole ones, each
