@@ -45,4 +45,12 @@ int vitc_thread_id(void) {
 #endif
 }
 
+bool vitc_in_parallel(void) {
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return false;
+#endif
+}
+
 bool vitc_items_in_parallel(int items) { return items >= 2 * vitc_threads(); }

@@ -1,7 +1,8 @@
 #include "conv.h"
 
-#include <cblas.h>
 #include <string.h>
+
+#include "matmul.h"
 
 /* cols (P, K) for group gi, K ordered (ci, ky, kx) like the weight's memory */
 static void im2col(float *cols, const float *x, const conv_geom *g, int gi) {
@@ -60,8 +61,8 @@ void conv2d_forward(float *out, const float *x, const float *w, const float *b, 
     for (int gi = 0; gi < g->groups; gi++) {
         im2col(scratch, x, g, gi);
         /* out[:, group] (P, og) = cols (P, K) · W_g (og, K)ᵀ */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P, og, K, 1.0f, scratch, K,
-                    w + (int64_t)gi * og * K, K, b ? 1.0f : 0.0f, out + gi * og, g->Cout);
+        gemm_strided(false, true, (int)P, og, K, 1.0f, scratch, K, w + (int64_t)gi * og * K, K,
+                     b ? 1.0f : 0.0f, out + gi * og, g->Cout);
     }
 }
 
@@ -74,13 +75,13 @@ void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const f
         if (dw) {
             im2col(cols, x, g, gi);
             /* dW_g (og, K) += dout_gᵀ (og, P) · cols (P, K) */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, og, K, (int)P, 1.0f, dout + gi * og,
-                        g->Cout, cols, K, 1.0f, dw + (int64_t)gi * og * K, K);
+            gemm_strided(true, false, og, K, (int)P, 1.0f, dout + gi * og, g->Cout, cols, K, 1.0f,
+                         dw + (int64_t)gi * og * K, K);
         }
         if (dx) {
             /* dcols (P, K) = dout_g (P, og) · W_g (og, K) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)P, K, og, 1.0f, dout + gi * og,
-                        g->Cout, w + (int64_t)gi * og * K, K, 0.0f, dcols, K);
+            gemm_strided(false, false, (int)P, K, og, 1.0f, dout + gi * og, g->Cout,
+                         w + (int64_t)gi * og * K, K, 0.0f, dcols, K);
             col2im(dx, dcols, g, gi);
         }
     }
