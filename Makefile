@@ -13,7 +13,9 @@ ifeq ($(SAN),1)
   LDFLAGS += -fsanitize=address,undefined
 else
   MODE    := release
-  CFLAGS  += -O3 $(ARCH) -g
+  # -std=c11 turns off GCC's fusing of a * b + c into one FMA instruction (GNU C's default): the
+  # polynomial kernels (GELU, exp, layer norm) ran 1.4x slower without it
+  CFLAGS  += -O3 $(ARCH) -ffp-contract=fast -g
 endif
 
 # ---- dependency detection: prints what it found, names the Debian package of what it did not ----
@@ -94,7 +96,7 @@ deps:
 	    libopenblas-openmp-dev libstb-dev libcjson-dev; \
 	else echo "dependencies present: $(FOUND)"; fi
 
-$(BUILD)/%.o: %.c | check-deps
+$(BUILD)/%.o: %.c Makefile | check-deps # the flags are in the Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
