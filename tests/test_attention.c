@@ -1,6 +1,8 @@
 /* Fused softmax attention: a naive double reference and finite differences, with and without bias
  * and window mask, on both schedules (one (sequence, head) pair runs with threaded GEMMs and split
- * rows; eight pairs run one per thread on machines up to 4 threads). */
+ * rows; eight pairs run one per thread on machines up to 4 threads), and on the register tiles of
+ * heads with 16 to 64 channels (several row blocks, padded key counts, every vector width). */
+#include <stdlib.h>
 #include <math.h>
 
 #include "../src/ops/ops.h"
@@ -22,7 +24,7 @@ static tensor *attention_fn(tensor **in, const void *ctx) {
 static void attention_naive(float *out, const tensor *q, const tensor *k, const tensor *v,
                             const attention_ctx *c, const float *bias) {
     int b = q->shape[0], n = q->shape[1], m = k->shape[1], C = q->shape[2], d = C / c->heads;
-    double logit[64];
+    double logit[128];
     for (int s = 0; s < b; s++)
         for (int h = 0; h < c->heads; h++)
             for (int i = 0; i < n; i++) {
@@ -73,6 +75,43 @@ TEST(attention_matches_naive_reference_and_grad) {
         EXPECT(ok, "case %zu (seqs %d, heads %d, bias %d, mask %d)", t, b, H, cases[t].bias,
                cases[t].mask);
     }
+}
+
+/* out is (seqs, n, heads·d) of q's shape; ref is checked against the naive reference */
+static bool attention_case_ok(rng *r, int seqs, int heads, int d, int n, int m, bool bias,
+                              int windows, const char *what) {
+    int C = heads * d;
+    float *mask = NULL;
+    if (windows) { /* Swin's shift mask: blocks of 0 and -100 */
+        mask = malloc(sizeof(float) * windows * n * m);
+        for (int i = 0; i < windows * n * m; i++) mask[i] = (i / 7 + i % m) % 3 == 1 ? -100.0f : 0.0f;
+    }
+    tensor *q = LEAF(r, 1, seqs, n, C), *k = LEAF(r, 1, seqs, m, C), *v = LEAF(r, 1, seqs, m, C);
+    tensor *b = bias ? LEAF(r, 1, heads, n, m) : NULL;
+    attention_ctx c = {heads, windows ? windows : 1, bias, 1.0f / sqrtf((float)d), mask};
+    tensor *y = attention_fn((tensor *[]){q, k, v, b}, &c);
+    float *ref = malloc(sizeof(float) * y->numel);
+    attention_naive(ref, q, k, v, &c, b ? b->data : NULL);
+    double worst = 0;
+    for (int64_t i = 0; i < y->numel; i++) worst = fmax(worst, fabs(y->data[i] - ref[i]));
+    free(ref);
+    bool ok = worst < 2e-5;
+    if (!ok) test_fail(__FILE__, __LINE__, "%s: forward differs from the reference by %g", what, worst);
+    else if (!(b ? GRADCHECK(attention_fn, &c, q, k, v, b) : GRADCHECK(attention_fn, &c, q, k, v)))
+        ok = false, test_fail(__FILE__, __LINE__, "%s: gradient", what);
+    free(mask);
+    return ok;
+}
+
+TEST(attention_tiles_match_naive_reference_and_grad) {
+    rng r;
+    rng_seed(&r, 33, RNG_TEST);
+    /* 8 pairs: the tiled backward for 32 channels; 70 query rows: two row blocks */
+    EXPECT(attention_case_ok(&r, 4, 2, 32, 70, 19, true, 0, "d 32, 2 row blocks, bias"));
+    EXPECT(attention_case_ok(&r, 4, 1, 32, 21, 21, true, 2, "d 32, bias and mask"));
+    EXPECT(attention_case_ok(&r, 1, 1, 16, 5, 37, false, 0, "d 16, one pair"));
+    EXPECT(attention_case_ok(&r, 4, 2, 48, 9, 50, false, 0, "d 48"));
+    EXPECT(attention_case_ok(&r, 2, 2, 64, 33, 64, true, 2, "d 64, bias and mask"));
 }
 
 TEST(attention_rejects_mismatched_shapes) {

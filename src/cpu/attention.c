@@ -8,15 +8,11 @@
 #include "matmul.h"
 #include "norm.h"
 #include "reduce.h"
+#include "simd.h"
 
 /* one pair per thread when there are enough (vitc_items_in_parallel); else the pairs run in order
  * with OpenBLAS threading each GEMM and the softmax rows split */
 static bool pairs_in_parallel(const attn_dims *a) { return vitc_items_in_parallel(a->seqs * a->heads); }
-
-size_t attention_scratch_floats(const attn_dims *a, bool backward, bool dbias) {
-    size_t nm = (size_t)a->n * a->m;
-    return (size_t)vitc_threads() * ((backward ? 2 : 1) * nm + (dbias ? a->heads * nm : 0));
-}
 
 /* P = scale q kᵀ + bias + mask for one pair: the logits */
 static void pair_logits(float *P, const float *q, const float *k, const attn_dims *a, int pair) {
@@ -38,6 +34,286 @@ static void add_bias_mask(float *p, const attn_dims *a, int pair, int i) {
     add_row(p, a->m, a->mask ? a->mask + w * nm + (size_t)i * a->m : NULL);
 }
 
+/* dS = P ⊙ (dP - rowsum(dP ⊙ P)) in place of dP (rows of stride ld), summed into dbias_h (rows of
+ * m) when given */
+static void softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias_h, int n, int m,
+                              bool split_rows) {
+#pragma omp parallel for schedule(static) if (split_rows)
+    for (int i = 0; i < n; i++) {
+        float *g = dP + (size_t)i * ld;
+        const float *y = P + (size_t)i * ld;
+        float dot = reduce_dot(g, y, m);
+        for (int j = 0; j < m; j++) g[j] = y[j] * (g[j] - dot);
+        if (dbias_h)
+            for (int j = 0; j < m; j++) dbias_h[(size_t)i * m + j] += g[j];
+    }
+}
+
+/* ---- Register tiles, for heads of 16 to 64 channels ----
+ * A pair's products are too small for OpenBLAS to run near speed (Swin's 49 x 49 x 32 windows: 55
+ * GFLOP/s on 2 threads, a fifth of a large GEMM), so such heads run on tiles of 16-float vectors (one
+ * AVX-512 register each): the logits of 4 query rows x 64 keys, or 4-8 output rows x d channels, in 16
+ * accumulators. Queries go in blocks of TILE_ROW_BLOCK rows, whose logits stay in L2. */
+#define TILE_ROW_BLOCK 64
+
+static bool tiled(const attn_dims *a) { return a->d % 16 == 0 && a->d <= 64; }
+
+/* The backward's five products per pair: faster on tiles than through OpenBLAS for heads of 32
+ * channels (Swin's and CSwin's: 1.1-1.15x), slower for 64 (DeiT's 197 x 197: 0.9x); with few pairs
+ * the GEMMs are better threaded by OpenBLAS. */
+static bool tiled_backward(const attn_dims *a) { return tiled(a) && a->d <= 32 && pairs_in_parallel(a); }
+
+static size_t padded16(int m) { return ((size_t)m + 15) & ~(size_t)15; }
+
+/* Rows of a block's logits (stride mp, a multiple of 16), each pass over all rows before the next:
+ * done row by row, each row's chain of reductions and exp polynomials ran at its latency. */
+
+/* the logits plus their bias and mask rows; -inf in the padding up to mp */
+WIDE_VECTORS static void block_add_bias_mask(float *L, const attn_dims *a, int pair, int i0, int i1,
+                                             size_t mp) {
+    size_t nm = (size_t)a->n * a->m;
+    int m = a->m, h = pair % a->heads, w = (pair / a->heads) % a->windows;
+    for (int i = i0; i < i1; i++) {
+        float *p = L + (i - i0) * mp;
+        if (a->bias) {
+            const float *bias = a->bias + h * nm + (size_t)i * m;
+            for (int j = 0; j < m; j++) p[j] += bias[j];
+        }
+        if (a->mask) {
+            const float *mask = a->mask + w * nm + (size_t)i * m;
+            for (int j = 0; j < m; j++) p[j] += mask[j];
+        }
+        for (size_t j = m; j < mp; j++) p[j] = -INFINITY;
+    }
+}
+
+/* softmax of each row in place; lse (rows) receives each row's log-sum-exp */
+WIDE_VECTORS static void block_softmax(float *L, float *lse, int rows, size_t mp) {
+    for (int i = 0; i < rows; i++) lse[i] = reduce_max(L + i * mp, (int)mp);
+    for (int i = 0; i < rows; i++) {
+        float *p = L + i * mp, mx = lse[i];
+        for (size_t j = 0; j < mp; j++) p[j] = fast_expf(p[j] - mx);
+    }
+    for (int i = 0; i < rows; i++) {
+        float *p = L + i * mp, sum = reduce_sum(p, (int)mp), inv = 1.0f / sum;
+        for (size_t j = 0; j < mp; j++) p[j] *= inv;
+        lse[i] += logf(sum);
+    }
+}
+
+/* the forward's probabilities again from the logits (bias and mask added) and each row's lse */
+WIDE_VECTORS static void block_probs(float *L, const float *lse, int rows, size_t mp) {
+    for (int i = 0; i < rows; i++) {
+        float *p = L + i * mp, row_lse = lse[i];
+        for (size_t j = 0; j < mp; j++) p[j] = fast_expf(p[j] - row_lse);
+    }
+}
+
+/* the 16 x 16 block in x transposed: four rounds of swapping the off-diagonal blocks of 8, 4, 2, 1
+ * (row r takes x[r]'s columns outside the block and x[r + b]'s shifted in, row r + b the others) */
+typedef int idx16 __attribute__((vector_size(64)));
+#define SWAP_BLOCKS(b, lo, hi)                                                                     \
+    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) if (!(r & (b))) {                      \
+        vec16 top = x[r], bottom = x[r + (b)];                                                     \
+        x[r] = __builtin_shuffle(top, bottom, (idx16)lo);                                          \
+        x[r + (b)] = __builtin_shuffle(top, bottom, (idx16)hi);                                    \
+    }
+
+static inline __attribute__((always_inline)) void transpose16(vec16 x[16]) {
+    SWAP_BLOCKS(8, ((idx16){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
+                ((idx16){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}));
+    SWAP_BLOCKS(4, ((idx16){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),
+                ((idx16){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}));
+    SWAP_BLOCKS(2, ((idx16){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),
+                ((idx16){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}));
+    SWAP_BLOCKS(1, ((idx16){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}),
+                ((idx16){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}));
+}
+
+/* bt (d, mp) = scale * bᵀ for b's m rows (row stride ld), zero in the padding columns */
+static void pack_transposed(float *bt, const float *b, int ld, int m, int d, float scale) {
+    size_t mp = padded16(m);
+    for (size_t j0 = 0; j0 < mp; j0 += 16)
+        for (int t0 = 0; t0 < d; t0 += 16) {
+            vec16 x[16];
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++)
+                x[r] = j0 + r < (size_t)m ? scale * load16(b + (j0 + r) * ld + t0) : (vec16){0};
+            transpose16(x);
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++) store16(bt + (t0 + r) * mp + j0, x[r]);
+        }
+}
+
+/* out (4 rows of stride mp, 16 nv columns) = the 4 rows a[r] (d floats each) · bt's columns */
+static inline __attribute__((always_inline)) void logits_tile(float *out, size_t mp,
+                                                               const float *const a[4],
+                                                               const float *bt, int d, int nv) {
+    vec16 acc[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = (vec16){0};
+    for (int t = 0; t < d; t++) {
+        vec16 b[4];
+        for (int v = 0; v < nv; v++) b[v] = load16(bt + t * mp + 16 * v);
+        for (int r = 0; r < 4; r++) {
+            vec16 x = splat16(a[r][t]);
+            for (int v = 0; v < nv; v++) acc[r][v] += x * b[v];
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        for (int v = 0; v < nv; v++) store16(out + r * mp + 16 * v, acc[r][v]);
+}
+
+/* L (rows of stride mp) = rows i0..i1 of a (row stride lda) · bt: the block's logits. The last group
+ * of 4 rows repeats row i1 - 1 into L's spare rows (L holds TILE_ROW_BLOCK rows). */
+static void block_logits(float *L, const float *a, int lda, int i0, int i1, const float *bt, int m,
+                         int d) {
+    size_t mp = padded16(m);
+    for (int i = i0; i < i1; i += 4) {
+        const float *rows[4];
+        for (int r = 0; r < 4; r++) rows[r] = a + (size_t)(i + r < i1 ? i + r : i1 - 1) * lda;
+        float *out = L + (size_t)(i - i0) * mp;
+        size_t j = 0;
+        for (; j + 64 <= mp; j += 64) logits_tile(out + j, mp, rows, bt + j, d, 4);
+        switch ((mp - j) / 16) {
+        case 1: logits_tile(out + j, mp, rows, bt + j, d, 1); break;
+        case 2: logits_tile(out + j, mp, rows, bt + j, d, 2); break;
+        case 3: logits_tile(out + j, mp, rows, bt + j, d, 3); break;
+        }
+    }
+}
+
+/* out[r] (16 dv floats) = alpha * sum_t a[r][t * ats] b[t] (+ out[r] when accumulating), for the
+ * rows whose out[r] is not NULL; b's T rows have stride ldb */
+static inline __attribute__((always_inline)) void product_tile(float *const out[8], float alpha,
+                                                                bool accumulate,
+                                                                const float *const a[8], size_t ats,
+                                                                const float *b, int ldb, int T,
+                                                                int rows, int dv) {
+    vec16 acc[8][4];
+    for (int r = 0; r < rows; r++)
+        for (int v = 0; v < dv; v++) acc[r][v] = (vec16){0};
+    for (int t = 0; t < T; t++) {
+        vec16 bv[4];
+        for (int v = 0; v < dv; v++) bv[v] = load16(b + (size_t)t * ldb + 16 * v);
+        for (int r = 0; r < rows; r++) {
+            vec16 x = splat16(a[r][t * ats]);
+            for (int v = 0; v < dv; v++) acc[r][v] += x * bv[v];
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        if (out[r])
+            for (int v = 0; v < dv; v++) {
+                vec16 y = alpha * acc[r][v];
+                if (accumulate) y += load16(out[r] + 16 * v);
+                store16(out[r] + 16 * v, y);
+            }
+}
+
+/* out row r (row stride ldo, d channels) = alpha * sum_t A(r, t) b[t] (+= when accumulating) for r
+ * in [0, R), with A(r, t) = a[r * ars + t * ats]: a block's probabilities times v (ars the row
+ * stride), or their transpose times the block's output gradient (ats the row stride) */
+static void block_product(float *out, int ldo, float alpha, bool accumulate, const float *a,
+                          size_t ars, size_t ats, int R, const float *b, int ldb, int T, int d) {
+    int dv = d / 16, rows = dv == 4 || dv == 3 ? 4 : 8;
+    for (int r0 = 0; r0 < R; r0 += rows) {
+        const float *arow[8];
+        float *orow[8];
+        for (int r = 0; r < rows; r++) {
+            int rr = r0 + r < R ? r0 + r : R - 1;
+            arow[r] = a + rr * ars;
+            orow[r] = r0 + r < R ? out + (size_t)(r0 + r) * ldo : NULL;
+        }
+        switch (dv) {
+        case 1: product_tile(orow, alpha, accumulate, arow, ats, b, ldb, T, 8, 1); break;
+        case 2: product_tile(orow, alpha, accumulate, arow, ats, b, ldb, T, 8, 2); break;
+        case 3: product_tile(orow, alpha, accumulate, arow, ats, b, ldb, T, 4, 3); break;
+        default: product_tile(orow, alpha, accumulate, arow, ats, b, ldb, T, 4, 4); break;
+        }
+    }
+}
+
+/* floats of one thread's tiled scratch: kᵀ (and vᵀ) packed, a block's logits (and their gradient) */
+static size_t tiled_thread_floats(const attn_dims *a, bool backward) {
+    size_t mp = padded16(a->m);
+    return (backward ? 2 : 1) * ((size_t)a->d * mp + TILE_ROW_BLOCK * mp);
+}
+
+static int row_blocks(const attn_dims *a) { return (a->n + TILE_ROW_BLOCK - 1) / TILE_ROW_BLOCK; }
+
+/* rows [i0, i1) of one pair, kt its packed scale·kᵀ */
+static void tiled_forward_block(float *out, float *lse, float *L, const float *kt, const float *q,
+                                const float *v, const attn_dims *a, int pair, int i0, int i1) {
+    int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
+    size_t mp = padded16(m), qo = (size_t)s * n * C + h * d, vo = (size_t)s * m * C + h * d;
+    float row_lse[TILE_ROW_BLOCK];
+    block_logits(L, q + qo, C, i0, i1, kt, m, d);
+    block_add_bias_mask(L, a, pair, i0, i1, mp);
+    block_softmax(L, row_lse, i1 - i0, mp);
+    if (lse) memcpy(lse + (size_t)pair * n + i0, row_lse, sizeof(float) * (i1 - i0));
+    block_product(out + qo + (size_t)i0 * C, C, 1.0f, false, L, mp, 1, i1 - i0, v + vo, C, m, d);
+}
+
+static void tiled_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                          const attn_dims *a, float *scratch) {
+    int blocks = row_blocks(a), items = a->seqs * a->heads * blocks, C = a->heads * a->d;
+    size_t per_thread = tiled_thread_floats(a, false), mp = padded16(a->m);
+#pragma omp parallel
+    {
+        float *kt = scratch + vitc_thread_id() * per_thread, *L = kt + (size_t)a->d * mp;
+        int packed = -1; /* the pair whose kᵀ kt holds: a thread's items are consecutive */
+#pragma omp for schedule(static)
+        for (int it = 0; it < items; it++) {
+            int pair = it / blocks, i0 = it % blocks * TILE_ROW_BLOCK;
+            int i1 = i0 + TILE_ROW_BLOCK < a->n ? i0 + TILE_ROW_BLOCK : a->n;
+            if (pair != packed) {
+                int s = pair / a->heads, h = pair % a->heads;
+                pack_transposed(kt, k + (size_t)s * a->m * C + h * a->d, C, a->m, a->d, a->scale);
+                packed = pair;
+            }
+            tiled_forward_block(out, lse, L, kt, q, v, a, pair, i0, i1);
+        }
+    }
+}
+
+static void tiled_backward_pair(float *dq, float *dk, float *dv, float *dbias_h, const float *dout,
+                                const float *lse, const float *q, const float *k, const float *v,
+                                const attn_dims *a, int pair, float *scratch) {
+    int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
+    size_t mp = padded16(m), qo = (size_t)s * n * C + h * d, ko = (size_t)s * m * C + h * d;
+    float *kt = scratch, *vt = kt + (size_t)d * mp, *P = vt + (size_t)d * mp,
+          *dP = P + TILE_ROW_BLOCK * mp;
+    bool need_ds = dq || dk || dbias_h;
+    pack_transposed(kt, k + ko, C, m, d, a->scale);
+    if (need_ds) pack_transposed(vt, v + ko, C, m, d, 1.0f);
+    for (int i0 = 0; i0 < n; i0 += TILE_ROW_BLOCK) {
+        int i1 = i0 + TILE_ROW_BLOCK < n ? i0 + TILE_ROW_BLOCK : n, rows = i1 - i0;
+        block_logits(P, q + qo, C, i0, i1, kt, m, d);
+        block_add_bias_mask(P, a, pair, i0, i1, mp);
+        block_probs(P, lse + (size_t)pair * n + i0, rows, mp);
+        const float *dout_block = dout + qo + (size_t)i0 * C;
+        if (dv) block_product(dv + ko, C, 1.0f, true, P, 1, mp, m, dout_block, C, rows, d);
+        if (!need_ds) continue;
+        block_logits(dP, dout_block, C, 0, rows, vt, m, d);
+        softmax_grad_rows(dP, P, mp, dbias_h ? dbias_h + (size_t)i0 * m : NULL, rows, m, false);
+        if (dq) block_product(dq + qo + (size_t)i0 * C, C, a->scale, true, dP, mp, 1, rows, k + ko, C, m, d);
+        if (dk) block_product(dk + ko, C, a->scale, true, dP, 1, mp, m, q + qo + (size_t)i0 * C, C, rows, d);
+    }
+}
+
+/* ---- Entry points, and the GEMM path: other head widths, and DeiT's backward ---- */
+
+/* one thread's scratch, besides private bias gradients */
+static size_t thread_floats(const attn_dims *a, bool backward) {
+    if (backward ? tiled_backward(a) : tiled(a)) return tiled_thread_floats(a, backward);
+    return (backward ? 2 : 1) * (size_t)a->n * a->m;
+}
+
+size_t attention_scratch_floats(const attn_dims *a, bool backward, bool dbias) {
+    size_t nm = (size_t)a->n * a->m;
+    return (size_t)vitc_threads() * (thread_floats(a, backward) + (dbias ? a->heads * nm : 0));
+}
+
 static void forward_pair(float *out, float *lse, float *P, const float *q, const float *k,
                          const float *v, const attn_dims *a, int pair, bool split_rows) {
     int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
@@ -55,6 +331,10 @@ static void forward_pair(float *out, float *lse, float *P, const float *q, const
 
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                        const attn_dims *a, float *scratch) {
+    if (tiled(a)) {
+        tiled_forward(out, lse, q, k, v, a, scratch);
+        return;
+    }
     size_t nm = (size_t)a->n * a->m;
     int pairs = a->seqs * a->heads;
     if (pairs_in_parallel(a)) {
@@ -66,19 +346,6 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
     }
 }
 
-/* dS = P ⊙ (dP - rowsum(dP ⊙ P)) in place of dP, summed into dbias_h when given */
-static void softmax_grad_rows(float *dP, const float *P, float *dbias_h, int n, int m,
-                              bool split_rows) {
-#pragma omp parallel for schedule(static) if (split_rows)
-    for (int i = 0; i < n; i++) {
-        float *g = dP + (size_t)i * m;
-        const float *y = P + (size_t)i * m;
-        float dot = reduce_dot(g, y, m);
-        for (int j = 0; j < m; j++) g[j] = y[j] * (g[j] - dot);
-        if (dbias_h)
-            for (int j = 0; j < m; j++) dbias_h[(size_t)i * m + j] += g[j];
-    }
-}
 
 /* the forward's probabilities again, from the logits and each row's log-sum-exp */
 static void recompute_probs(float *P, const float *lse, const float *q, const float *k,
@@ -103,7 +370,7 @@ static void backward_pair(float *dq, float *dk, float *dv, float *dbias, const f
     if (dv) gemm_strided(true, false, m, d, n, 1.0f, P, m, dout + qo, C, 1.0f, dv + ko, C);
     if (!dq && !dk && !dbias) return;
     gemm_strided(false, true, n, m, d, 1.0f, dout + qo, C, v + ko, C, 0.0f, dP, m);
-    softmax_grad_rows(dP, P, dbias ? dbias + (size_t)h * n * m : NULL, n, m, split_rows);
+    softmax_grad_rows(dP, P, m, dbias ? dbias + (size_t)h * n * m : NULL, n, m, split_rows);
     if (dq) gemm_strided(false, false, n, d, m, a->scale, dP, m, k + ko, C, 1.0f, dq + qo, C);
     if (dk) gemm_strided(true, false, m, d, n, a->scale, dP, m, q + qo, C, 1.0f, dk + ko, C);
 }
@@ -111,22 +378,28 @@ static void backward_pair(float *dq, float *dk, float *dv, float *dbias, const f
 void attention_backward(float *dq, float *dk, float *dv, float *dbias, const float *dout,
                         const float *lse, const float *q, const float *k, const float *v,
                         const attn_dims *a, float *scratch) {
-    size_t nm2 = 2 * (size_t)a->n * a->m, hnm = (size_t)a->heads * a->n * a->m;
+    size_t hnm = (size_t)a->heads * a->n * a->m;
     int pairs = a->seqs * a->heads;
-    if (!pairs_in_parallel(a)) {
+    bool on_tiles = tiled_backward(a);
+    if (!on_tiles && !pairs_in_parallel(a)) {
         for (int p = 0; p < pairs; p++)
             backward_pair(dq, dk, dv, dbias, dout, lse, q, k, v, a, p, scratch, true);
         return;
     }
     /* each thread sums its pairs' bias gradients privately; the sums are added in thread order */
     int threads = vitc_threads();
-    float *private_dbias = scratch + (size_t)threads * nm2;
+    size_t per_thread = thread_floats(a, true);
+    float *private_dbias = scratch + (size_t)threads * per_thread;
     if (dbias) memset(private_dbias, 0, sizeof(float) * threads * hnm);
 #pragma omp parallel for schedule(static)
     for (int p = 0; p < pairs; p++) {
         int t = vitc_thread_id();
-        backward_pair(dq, dk, dv, dbias ? private_dbias + t * hnm : NULL, dout, lse, q, k, v, a, p,
-                      scratch + t * nm2, false);
+        float *dbias_t = dbias ? private_dbias + t * hnm : NULL;
+        if (on_tiles)
+            tiled_backward_pair(dq, dk, dv, dbias_t ? dbias_t + (p % a->heads) * (hnm / a->heads) : NULL,
+                                dout, lse, q, k, v, a, p, scratch + t * per_thread);
+        else
+            backward_pair(dq, dk, dv, dbias_t, dout, lse, q, k, v, a, p, scratch + t * per_thread, false);
     }
     if (dbias) {
 #pragma omp parallel for schedule(static)

@@ -1,5 +1,6 @@
 /* Fused softmax attention kernels on token layouts (seqs, tokens, heads·d): each head is read and
- * written in place through the GEMMs' leading dimensions, so heads are never split out or merged.
+ * written in place through row strides, so heads are never split out or merged. Heads of 16 to 64
+ * channels run on register tiles, others through OpenBLAS GEMMs.
  * Only each row's log-sum-exp is kept for the backward, which recomputes the probabilities from q
  * and k (one more n x m x d GEMM per pair instead of holding seqs·heads·n·m floats from the forward
  * to the backward). Backward kernels accumulate (+=). */

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "fast_exp.h"
+#include "simd.h"
 
 bool broadcast_plan(broadcast *bc, int nda, const int *sa, int ndb, const int *sb) {
     int a5[5], b5[5];
@@ -222,12 +223,6 @@ void binary_backward(binary_op op, float *ga, float *gb, const float *gout, cons
         }
     }
 }
-
-#if defined(__AVX512F__) && !defined(__clang__)
-#define WIDE_VECTORS __attribute__((target("prefer-vector-width=512")))
-#else
-#define WIDE_VECTORS
-#endif
 
 /* Phi(x) and phi(x). The tail Phi(-|x|) = phi(x) R(|x|) with R a degree-4/5 rational fit of the Mills
  * ratio (tools/fit_mills_ratio.py: relative error < 4e-7 in float on [0, 7]; beyond, phi < 1e-11 and

@@ -6,6 +6,20 @@
 
 #define REDUCE_LANES 16
 
+/* the lanes combined pairwise: 4 dependent steps instead of 16 (short rows, as attention's, were
+ * bound by that chain) */
+static inline float lanes_sum(float acc[REDUCE_LANES]) {
+    for (int w = REDUCE_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
+}
+
+static inline float lanes_max(float acc[REDUCE_LANES]) {
+    for (int w = REDUCE_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] = acc[l + w] > acc[l] ? acc[l + w] : acc[l];
+    return acc[0];
+}
+
 static inline float reduce_sum(const float *x, int n) {
     float acc[REDUCE_LANES] = {0};
     int j = 0;
@@ -13,8 +27,7 @@ static inline float reduce_sum(const float *x, int n) {
         for (int l = 0; l < REDUCE_LANES; l++) acc[l] += x[j + l];
     float s = 0;
     for (; j < n; j++) s += x[j];
-    for (int l = 0; l < REDUCE_LANES; l++) s += acc[l];
-    return s;
+    return s + lanes_sum(acc);
 }
 
 static inline float reduce_dot(const float *x, const float *y, int n) {
@@ -24,8 +37,7 @@ static inline float reduce_dot(const float *x, const float *y, int n) {
         for (int l = 0; l < REDUCE_LANES; l++) acc[l] += x[j + l] * y[j + l];
     float s = 0;
     for (; j < n; j++) s += x[j] * y[j];
-    for (int l = 0; l < REDUCE_LANES; l++) s += acc[l];
-    return s;
+    return s + lanes_sum(acc);
 }
 
 static inline float reduce_max(const float *x, int n) {
@@ -34,8 +46,7 @@ static inline float reduce_max(const float *x, int n) {
     int j = 0;
     for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
         for (int l = 0; l < REDUCE_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
-    float m = -INFINITY;
+    float m = lanes_max(acc);
     for (; j < n; j++) m = x[j] > m ? x[j] : m;
-    for (int l = 0; l < REDUCE_LANES; l++) m = acc[l] > m ? acc[l] : m;
     return m;
 }
