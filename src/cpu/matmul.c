@@ -16,9 +16,10 @@ static void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
  * each thread instead runs a single-threaded GEMM on its share of the rows, or of the inner
  * dimension, it packs only that share: 1.2-1.5x faster for tall products with few columns (Swin's
  * first stage, 50176 x 96 x 288, forward and weight gradient) and up to 1.15x for DeiT's; with
- * fewer than ~256 rows a thread OpenBLAS's split is faster (make bench-ops). */
+ * fewer than ~256 rows a thread OpenBLAS's split is faster, unless the inner dimension is long
+ * (batch 1's late stages, 197 x 768 x 192: 1.1x split). */
 #define ROWS_PER_THREAD_MIN 256
-#define INNER_PER_THREAD_MIN 1024
+#define INNER_PER_THREAD_MIN 384
 
 static void gemm_split_rows(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                             const float *A, int lda, const float *B, int ldb, float beta, float *C,
