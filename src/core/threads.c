@@ -44,6 +44,14 @@ int vitc_thread_id(void) {
 #endif
 }
 
+int vitc_team_size(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 bool vitc_in_parallel(void) {
 #ifdef _OPENMP
     return omp_in_parallel();

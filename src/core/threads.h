@@ -7,6 +7,7 @@
 void vitc_set_threads(int n);
 int vitc_threads(void);
 int vitc_thread_id(void); /* inside a parallel region: 0 .. vitc_threads() - 1 */
+int vitc_team_size(void); /* inside a parallel region: its number of threads */
 bool vitc_in_parallel(void); /* inside a parallel region (where OpenBLAS runs single-threaded) */
 /* Enough independent items (attention's (sequence, head) pairs) to give each thread whole ones, each
  * with single-threaded GEMMs; fewer run one after another with OpenBLAS threading each GEMM. */

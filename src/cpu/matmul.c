@@ -26,8 +26,8 @@ static void gemm_split_rows(bool trans_a, bool trans_b, int M, int N, int K, flo
                             int ldc, int threads) {
 #pragma omp parallel num_threads(threads)
     {
-        int t = vitc_thread_id(), r0 = (int)((int64_t)M * t / threads),
-            r1 = (int)((int64_t)M * (t + 1) / threads);
+        int t = vitc_thread_id(), team = vitc_team_size(), r0 = (int)((int64_t)M * t / team),
+            r1 = (int)((int64_t)M * (t + 1) / team);
         sgemm(trans_a, trans_b, r1 - r0, N, K, alpha, trans_a ? A + r0 : A + (size_t)r0 * lda, lda,
               B, ldb, beta, C + (size_t)r0 * ldc, ldc);
     }
@@ -42,8 +42,8 @@ static void gemm_split_inner(bool trans_a, bool trans_b, int M, int N, int K, fl
     float *partial = scratch_floats(n_partial);
 #pragma omp parallel num_threads(threads)
     {
-        int t = vitc_thread_id(), k0 = (int)((int64_t)K * t / threads),
-            k1 = (int)((int64_t)K * (t + 1) / threads);
+        int t = vitc_thread_id(), team = vitc_team_size(), k0 = (int)((int64_t)K * t / team),
+            k1 = (int)((int64_t)K * (t + 1) / team);
         const float *a = trans_a ? A + (size_t)k0 * lda : A + k0;
         const float *b = trans_b ? B + k0 : B + (size_t)k0 * ldb;
         if (t == 0) sgemm(trans_a, trans_b, M, N, k1 - k0, alpha, a, lda, b, ldb, beta, C, ldc);
@@ -51,7 +51,7 @@ static void gemm_split_inner(bool trans_a, bool trans_b, int M, int N, int K, fl
 #pragma omp barrier
 #pragma omp for schedule(static)
         for (int i = 0; i < M; i++)
-            for (int u = 1; u < threads; u++) {
+            for (int u = 1; u < team; u++) {
                 const float *src = partial + (u - 1) * mn + (size_t)i * N;
                 float *dst = C + (size_t)i * ldc;
                 for (int j = 0; j < N; j++) dst[j] += src[j];
