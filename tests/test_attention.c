@@ -110,6 +110,8 @@ TEST(attention_tiles_match_naive_reference_and_grad) {
     EXPECT(attention_case_ok(&r, 4, 2, 32, 70, 19, true, 0, "d 32, 2 row blocks, bias"));
     EXPECT(attention_case_ok(&r, 4, 1, 32, 21, 21, true, 2, "d 32, bias and mask"));
     EXPECT(attention_case_ok(&r, 1, 1, 16, 5, 37, false, 0, "d 16, one pair"));
+    /* one pair of 49 rows: the forward splits them into blocks of 16 so that every thread has some */
+    EXPECT(attention_case_ok(&r, 1, 1, 32, 49, 40, true, 0, "d 32, one pair of 49 rows"));
     EXPECT(attention_case_ok(&r, 4, 2, 48, 9, 50, false, 0, "d 48"));
     EXPECT(attention_case_ok(&r, 2, 2, 64, 33, 64, true, 2, "d 64, bias and mask"));
 }

@@ -239,7 +239,13 @@ static size_t tiled_thread_floats(const attn_dims *a, bool backward) {
     return (backward ? 2 : 1) * ((size_t)a->d * mp + TILE_ROW_BLOCK * mp);
 }
 
-static int row_blocks(const attn_dims *a) { return (a->n + TILE_ROW_BLOCK - 1) / TILE_ROW_BLOCK; }
+/* rows per block of the forward: TILE_ROW_BLOCK, or fewer when the pairs' blocks would be too few to
+ * keep every thread busy (batch 1's agent tokens: 3 pairs of 49 rows on 2 threads) */
+static int forward_block_rows(const attn_dims *a) {
+    int rows = TILE_ROW_BLOCK, pairs = a->seqs * a->heads;
+    while (rows > 8 && (int64_t)pairs * ((a->n + rows - 1) / rows) < 4 * vitc_threads()) rows /= 2;
+    return rows;
+}
 
 /* rows [i0, i1) of one pair, kt its packed scale·kᵀ */
 static void tiled_forward_block(float *out, float *lse, float *L, const float *kt, const float *q,
@@ -256,7 +262,8 @@ static void tiled_forward_block(float *out, float *lse, float *L, const float *k
 
 static void tiled_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                           const attn_dims *a, float *scratch) {
-    int blocks = row_blocks(a), items = a->seqs * a->heads * blocks, C = a->heads * a->d;
+    int block_rows = forward_block_rows(a), blocks = (a->n + block_rows - 1) / block_rows;
+    int items = a->seqs * a->heads * blocks, C = a->heads * a->d;
     size_t per_thread = tiled_thread_floats(a, false), mp = padded16(a->m);
 #pragma omp parallel
     {
@@ -264,8 +271,8 @@ static void tiled_forward(float *out, float *lse, const float *q, const float *k
         int packed = -1; /* the pair whose kᵀ kt holds: a thread's items are consecutive */
 #pragma omp for schedule(static)
         for (int it = 0; it < items; it++) {
-            int pair = it / blocks, i0 = it % blocks * TILE_ROW_BLOCK;
-            int i1 = i0 + TILE_ROW_BLOCK < a->n ? i0 + TILE_ROW_BLOCK : a->n;
+            int pair = it / blocks, i0 = it % blocks * block_rows;
+            int i1 = i0 + block_rows < a->n ? i0 + block_rows : a->n;
             if (pair != packed) {
                 int s = pair / a->heads, h = pair % a->heads;
                 pack_transposed(kt, k + (size_t)s * a->m * C + h * a->d, C, a->m, a->d, a->scale);
