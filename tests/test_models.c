@@ -123,6 +123,43 @@ TEST(models_every_registered_model_runs_and_every_parameter_gets_a_gradient) {
     }
 }
 
+/* logits of the model on x into out (num_classes floats), with gradients recorded or not */
+static void logits_of(model *m, tensor *x, bool grad, float *out) {
+    bool prev = tape_set_grad_enabled(grad);
+    forward_opts fo = {.train = false};
+    tensor *logits = model_forward(m, x, &fo);
+    memcpy(out, logits->data, sizeof(float) * logits->numel);
+    tape_set_grad_enabled(prev);
+    tape_reset();
+}
+
+TEST(agent_biases_kept_for_inference_follow_their_parameters) {
+    model_config mc;
+    registry_config(&mc, "agent_deit_t", "{\"model\": {\"num_classes\": 5, \"embed_dim\": [24], \"depths\": [2]}}");
+    model *m = model_create(&mc, 1);
+    rng r;
+    rng_seed(&r, 4, RNG_TEST);
+    tensor *x = RANDN(&r, 1, 1, mc.img_size, mc.img_size, mc.in_chans);
+    float with_grad[5], built[5], kept[5], changed[5], changed_with_grad[5];
+    logits_of(m, x, true, with_grad);
+    logits_of(m, x, false, built); /* builds the cache */
+    logits_of(m, x, false, kept);  /* reads it */
+    EXPECT(!memcmp(with_grad, built, sizeof(built)) && !memcmp(built, kept, sizeof(kept)),
+           "logits with the kept biases differ: %g vs %g vs %g", with_grad[0], built[0], kept[0]);
+    tensor *an_bias = NULL;
+    for (int p = 0; p < m->ps.n; p++)
+        if (!strcmp(m->ps.params[p]->name, "blocks.1.attn.an_bias")) an_bias = m->ps.params[p];
+    EXPECT(an_bias, "agent_deit_t has no blocks.1.attn.an_bias");
+    for (int64_t j = 0; j < an_bias->numel; j++) an_bias->data[j] += 0.5f * (j % 3);
+    logits_of(m, x, false, changed);
+    logits_of(m, x, true, changed_with_grad);
+    EXPECT(memcmp(changed, kept, sizeof(kept)), "the logits ignored a change of an_bias");
+    EXPECT(!memcmp(changed, changed_with_grad, sizeof(changed)),
+           "kept biases were not rebuilt after an_bias changed: %g vs %g", changed[0], changed_with_grad[0]);
+    model_free(m);
+    arena_reset(&vitc_arena);
+}
+
 TEST(models_config_errors_name_the_json_path) {
     model_config mc;
     EXPECT_ERROR(registry_config(&mc, "agent_deit_t", "{\"model\": {\"agent_num\": [50]}}"),

@@ -3,16 +3,33 @@
  * each with position biases built from a 7x7 table resized to the grid plus row and column terms;
  * a depthwise 3x3 conv of V restores local detail. Attention dropout is omitted (0 in every config). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../../src/core/check.h"
+#include "../../src/core/tape.h"
 #include "../../src/nn/layers.h"
 #include "attn.h"
+
+#define AGENT_BIAS_PARAMS 8
+
+/* The position biases are a function of parameters only, rebuilt by every call (interpolation,
+ * sums, a transpose: 5% of an inference at batch 1). Without gradients they are kept, with a copy of
+ * the parameters they came from, and rebuilt when those differ (a training step, EMA or loaded
+ * weights). */
+typedef struct bias_cache {
+    float *params; /* the bias parameters' values, one after another */
+    float *b1, *b2;
+    int64_t n_params, n1, n2;
+    int shape1[3], shape2[3];
+} bias_cache;
 
 typedef struct agent_attn {
     attn base;
     float scale;
     int pool; /* p: agents on a p x p grid */
     tensor *an_bias, *na_bias, *ah_bias, *aw_bias, *ha_bias, *wa_bias, *ac_bias, *ca_bias;
+    bias_cache cache;
     nn_conv2d dwc;
 } agent_attn;
 
@@ -65,6 +82,63 @@ static void agent_biases(agent_attn *a, tensor **b1, tensor **b2) {
     *b2 = t;
 }
 
+/* the bias parameters, NULL where absent */
+static void bias_params(const agent_attn *a, const tensor *p[AGENT_BIAS_PARAMS]) {
+    const tensor *all[AGENT_BIAS_PARAMS] = {a->an_bias, a->na_bias, a->ah_bias, a->aw_bias,
+                                            a->ha_bias, a->wa_bias, a->ac_bias, a->ca_bias};
+    memcpy(p, all, sizeof(all));
+}
+
+static bool cache_matches_params(const agent_attn *a) {
+    const float *src = a->cache.params;
+    if (!src) return false;
+    const tensor *p[AGENT_BIAS_PARAMS];
+    bias_params(a, p);
+    for (int i = 0; i < AGENT_BIAS_PARAMS; i++) {
+        if (!p[i]) continue;
+        if (memcmp(src, p[i]->data, sizeof(float) * p[i]->numel)) return false;
+        src += p[i]->numel;
+    }
+    return true;
+}
+
+static float *copy_into(float *dst, const tensor *t) {
+    memcpy(dst, t->data, sizeof(float) * t->numel);
+    return dst + t->numel;
+}
+
+static void cache_store(agent_attn *a, const tensor *b1, const tensor *b2) {
+    bias_cache *c = &a->cache;
+    const tensor *p[AGENT_BIAS_PARAMS];
+    bias_params(a, p);
+    free(c->params), free(c->b1), free(c->b2);
+    c->n_params = 0;
+    for (int i = 0; i < AGENT_BIAS_PARAMS; i++)
+        if (p[i]) c->n_params += p[i]->numel;
+    c->params = xmalloc(sizeof(float) * c->n_params);
+    float *dst = c->params;
+    for (int i = 0; i < AGENT_BIAS_PARAMS; i++)
+        if (p[i]) dst = copy_into(dst, p[i]);
+    c->n1 = b1->numel, c->n2 = b2->numel;
+    c->b1 = xmalloc(sizeof(float) * c->n1), c->b2 = xmalloc(sizeof(float) * c->n2);
+    copy_into(c->b1, b1), copy_into(c->b2, b2);
+    memcpy(c->shape1, b1->shape, sizeof(c->shape1)), memcpy(c->shape2, b2->shape, sizeof(c->shape2));
+}
+
+/* agent_biases from the cache without gradients, rebuilding it when the parameters changed */
+static void biases(agent_attn *a, tensor **b1, tensor **b2) {
+    if (tape_grad_enabled()) {
+        agent_biases(a, b1, b2);
+        return;
+    }
+    if (!cache_matches_params(a)) {
+        agent_biases(a, b1, b2);
+        cache_store(a, *b1, *b2);
+    }
+    *b1 = tensor_wrap(a->cache.b1, 3, a->cache.shape1);
+    *b2 = tensor_wrap(a->cache.b2, 3, a->cache.shape2);
+}
+
 static tensor *agent_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     agent_attn *a = (agent_attn *)base;
     const attn_spec *s = &base->spec;
@@ -77,7 +151,7 @@ static tensor *agent_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     tensor *agents = op_adaptive_avg_pool2d(grid_q, a->pool, a->pool);
     agents = RESHAPE(agents, b, s->agent_num, C);
     tensor *b1 = NULL, *b2 = NULL;
-    if (s->agent_bias) agent_biases(a, &b1, &b2);
+    if (s->agent_bias) biases(a, &b1, &b2);
     tensor *agent_v = op_attention(agents, k, v, H, a->scale, b1, NULL, 1);
     tensor *out = op_attention(q, agents, agent_v, H, a->scale, b2, NULL, 1);
     if (!s->dwc) return out;
@@ -94,6 +168,10 @@ static tensor *agent_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     return op_concat(2, (tensor *[]){op_slice(out, 1, 0, off), patches}, 1);
 }
 
-static void agent_destroy(attn *base) { free(base); }
+static void agent_destroy(attn *base) {
+    agent_attn *a = (agent_attn *)base;
+    free(a->cache.params), free(a->cache.b1), free(a->cache.b2);
+    free(base);
+}
 
 const attn_impl attn_agent_impl = {"agent", agent_create, agent_forward, agent_destroy, NULL};
