@@ -85,15 +85,7 @@ void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const f
             col2im(dx, dcols, g, gi);
         }
     }
-    if (db) {
-        const int block = 64;
-#pragma omp parallel for schedule(static)
-        for (int j0 = 0; j0 < g->Cout; j0 += block) {
-            int j1 = j0 + block < g->Cout ? j0 + block : g->Cout;
-            for (int64_t p = 0; p < P; p++)
-                for (int j = j0; j < j1; j++) db[j] += dout[p * g->Cout + j];
-        }
-    }
+    if (db) add_column_sums(db, dout, P, g->Cout);
 }
 
 /* wt (k*k, C) = the kernel of each channel c, w[c mod Cw], with its bias after it (C) when b */

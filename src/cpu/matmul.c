@@ -89,18 +89,28 @@ void linear_backward(float *dx, float *dw, float *db, const float *dout, const f
                      const float *w, int M, int K, int N) {
     if (dx) gemm(false, false, M, K, N, 1.0f, dout, w, 1.0f, dx);
     if (dw) gemm(true, false, N, K, M, 1.0f, dout, x, 1.0f, dw);
-    if (db) {
-        /* threads own disjoint column blocks: no atomics, deterministic */
-        const int block = 64;
+    if (db) add_column_sums(db, dout, M, N);
+}
+
+/* Fixed row chunks summed in order: the same sums whatever the thread count, and every thread busy
+ * (column blocks, the earlier split, left one of two threads idle a third of the time at 192 columns) */
+#define COLUMN_SUM_CHUNKS 32
+
+void add_column_sums(float *sums, const float *x, int64_t M, int N) {
+    size_t n_part = (size_t)COLUMN_SUM_CHUNKS * N;
+    float *part = scratch_floats(n_part);
 #pragma omp parallel for schedule(static)
-        for (int j0 = 0; j0 < N; j0 += block) {
-            int j1 = j0 + block < N ? j0 + block : N;
-            for (int i = 0; i < M; i++) {
-                const float *row = dout + (size_t)i * N;
-                for (int j = j0; j < j1; j++) db[j] += row[j];
-            }
+    for (int c = 0; c < COLUMN_SUM_CHUNKS; c++) {
+        float *p = part + (size_t)c * N;
+        for (int j = 0; j < N; j++) p[j] = 0;
+        for (int64_t i = M * c / COLUMN_SUM_CHUNKS; i < M * (c + 1) / COLUMN_SUM_CHUNKS; i++) {
+            const float *row = x + i * N;
+            for (int j = 0; j < N; j++) p[j] += row[j];
         }
     }
+    for (int c = 0; c < COLUMN_SUM_CHUNKS; c++)
+        for (int j = 0; j < N; j++) sums[j] += part[(size_t)c * N + j];
+    scratch_done(part, n_part);
 }
 
 void residual_linear_forward(float *out, const float *res, const float *act, const float *w,

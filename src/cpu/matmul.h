@@ -2,6 +2,7 @@
  * accumulate (+=) into their outputs. */
 #pragma once
 #include <stdbool.h>
+#include <stdint.h>
 
 /* C (M, N) = alpha * op(A) op(B) + beta * C, row-major; op(A) is (M, K), op(B) is (K, N) */
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
@@ -16,6 +17,9 @@ void linear_forward(float *out, const float *x, const float *w, const float *b, 
  * is skipped */
 void linear_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, int M, int K, int N);
+
+/* sums (N) += the column sums of x (M, N) */
+void add_column_sums(float *sums, const float *x, int64_t M, int N);
 
 /* out (M, N) = res + keep_s (act · wᵀ + b) with keep_s the drop-path factor of the sample (of B,
  * M/B rows each) the row belongs to (keep NULL: all 1); res (zero) and b may be NULL, res may be out */
