@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "../core/arena.h"
 #include "fast_exp.h"
 #include "reduce.h"
 
@@ -28,41 +29,40 @@ void layernorm_apply(float *out, const float *x, const float *mean, const float 
         for (int j = 0; j < C; j++) out[r * C + j] = (x[r * C + j] - mean[r]) * rstd[r] * w[j] + b[j];
 }
 
+/* One pass over the rows: each of LAYERNORM_CHUNKS fixed row chunks adds its dx rows and sums its
+ * share of dw and db, the shares then added in order (the same sums whatever the thread count; the
+ * column-block split read dout and x a second time). */
+#define LAYERNORM_CHUNKS 32
+
 void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                         const float *mean, const float *rstd, const float *w, int64_t M, int C) {
-    if (dx) {
-        /* dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)) with ĝ = g w, x̂ = (x - mean) rstd */
+    size_t n_part = dw || db ? 2 * (size_t)LAYERNORM_CHUNKS * C : 0;
+    float *part = n_part ? scratch_floats(n_part) : NULL;
 #pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < M; r++) {
+    for (int c = 0; c < LAYERNORM_CHUNKS; c++) {
+        float *part_w = part ? part + 2 * (size_t)c * C : NULL, *part_b = part ? part_w + C : NULL;
+        if (part)
+            for (int j = 0; j < 2 * C; j++) part_w[j] = 0;
+        for (int64_t r = M * c / LAYERNORM_CHUNKS; r < M * (c + 1) / LAYERNORM_CHUNKS; r++) {
             const float *g = dout + r * C, *xr = x + r * C;
             float m = mean[r], s = rstd[r], gh[C], xh[C];
             for (int j = 0; j < C; j++) gh[j] = g[j] * w[j], xh[j] = (xr[j] - m) * s;
-            float mean_g = reduce_sum(gh, C) / C, mean_gx = reduce_dot(gh, xh, C) / C;
-            float *d = dx + r * C;
-            for (int j = 0; j < C; j++) d[j] += s * (gh[j] - mean_g - xh[j] * mean_gx);
+            if (dx) {
+                /* dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)) with ĝ = g w, x̂ = (x - mean) rstd */
+                float mean_g = reduce_sum(gh, C) / C, mean_gx = reduce_dot(gh, xh, C) / C;
+                float *d = dx + r * C;
+                for (int j = 0; j < C; j++) d[j] += s * (gh[j] - mean_g - xh[j] * mean_gx);
+            }
+            if (part)
+                for (int j = 0; j < C; j++) part_w[j] += g[j] * xh[j], part_b[j] += g[j];
         }
     }
-    if (dw || db) {
-        /* threads own column blocks and stream all rows: deterministic, no atomics */
-        const int block = 16;
-#pragma omp parallel for schedule(static)
-        for (int j0 = 0; j0 < C; j0 += block) {
-            int j1 = j0 + block < C ? j0 + block : C;
-            float acc_w[16] = {0}, acc_b[16] = {0};
-            for (int64_t r = 0; r < M; r++) {
-                const float *g = dout + r * C, *xr = x + r * C;
-                float m = mean[r], s = rstd[r];
-                for (int j = j0; j < j1; j++) {
-                    acc_w[j - j0] += g[j] * (xr[j] - m) * s;
-                    acc_b[j - j0] += g[j];
-                }
-            }
-            for (int j = j0; j < j1; j++) {
-                if (dw) dw[j] += acc_w[j - j0];
-                if (db) db[j] += acc_b[j - j0];
-            }
+    for (int c = 0; part && c < LAYERNORM_CHUNKS; c++)
+        for (int j = 0; j < C; j++) {
+            if (dw) dw[j] += part[2 * (size_t)c * C + j];
+            if (db) db[j] += part[(2 * (size_t)c + 1) * C + j];
         }
-    }
+    scratch_done(part, n_part);
 }
 
 void l2norm_forward(float *out, const float *x, int64_t M, int C) {
