@@ -2,7 +2,8 @@
 # make bench: vitc against the PyTorch reference models (tools/ref) in the same invocation, same
 # threads, fp32, synthetic input at each model's resolution: training step img/s at batch 16,
 # inference img/s at batch 1 and 32, peak RSS; ratios per model and their geometric mean, written to
-# bench/results.json. MODELS=a,b restricts the list; THREADS (default 2), ITERS (default 5).
+# bench/results.json. MODELS=a,b restricts the list; THREADS (default 2), ITERS (default 5; batch 1
+# runs 4 x ITERS, so that its median spans as long as the others' and not a single load burst).
 # Each measurement runs REPEATS (default 2) times, vitc and PyTorch in turn, and each side's fastest
 # run (its median of ITERS) counts, with the largest peak RSS: on a shared machine a neighbour's
 # burst of a few seconds slows one process, not the pair.
@@ -16,6 +17,7 @@ THREADS=${THREADS:-2}
 ITERS=${ITERS:-5}
 REPEATS=${REPEATS:-2}
 [ "$REPEATS" -ge 1 ] 2>/dev/null || { echo "error: REPEATS=$REPEATS: expected a count of at least 1"; exit 1; }
+[ "$ITERS" -ge 1 ] 2>/dev/null || { echo "error: ITERS=$ITERS: expected a count of at least 1"; exit 1; }
 SCALING=${SCALING:-1}
 deit_listed=
 PYTHON=${PYTHON:-$(for p in python3 /usr/bin/python3; do $p -c 'import torch' 2>/dev/null && { echo $p; break; }; done)}
@@ -30,11 +32,13 @@ for model in ${MODELS//,/ }; do
   cfg=$(build/release/bench --print-model --model "$model")
   for spec in train:16 infer:1 infer:32; do
     mode=${spec%%:*}; batch=${spec##*:}
+    iters=$ITERS
+    [ "$batch" = 1 ] && iters=$((4 * ITERS))
     [ "$model:$mode" = deit_t:train ] && deit_listed=1
     vs=() ts=()
     for ((rep = 0; rep < REPEATS; rep++)); do # vitc and PyTorch in turn, each side's best kept
-      vs+=("$(build/release/bench --model "$model" --mode "$mode" --batch "$batch" --iters "$ITERS" --threads "$THREADS")")
-      ts+=("$(cd tools/ref && $PYTHON bench_torch.py "$cfg" "$mode" "$batch" "$ITERS" "$THREADS")")
+      vs+=("$(build/release/bench --model "$model" --mode "$mode" --batch "$batch" --iters "$iters" --threads "$THREADS")")
+      ts+=("$(cd tools/ref && $PYTHON bench_torch.py "$cfg" "$mode" "$batch" "$iters" "$THREADS")")
     done
     row=$($PYTHON - "$model" "$mode" "$batch" "$THREADS" "${vs[@]}" "${ts[@]}" <<'PY'
 import json, sys
