@@ -20,7 +20,6 @@
 typedef struct bias_cache {
     float *params; /* the bias parameters' values, one after another */
     float *b1, *b2;
-    int64_t n_params, n1, n2;
     int shape1[3], shape2[3];
 } bias_cache;
 
@@ -112,15 +111,14 @@ static void cache_store(agent_attn *a, const tensor *b1, const tensor *b2) {
     const tensor *p[AGENT_BIAS_PARAMS];
     bias_params(a, p);
     free(c->params), free(c->b1), free(c->b2);
-    c->n_params = 0;
+    int64_t n_params = 0;
     for (int i = 0; i < AGENT_BIAS_PARAMS; i++)
-        if (p[i]) c->n_params += p[i]->numel;
-    c->params = xmalloc(sizeof(float) * c->n_params);
+        if (p[i]) n_params += p[i]->numel;
+    c->params = xmalloc(sizeof(float) * n_params);
     float *dst = c->params;
     for (int i = 0; i < AGENT_BIAS_PARAMS; i++)
         if (p[i]) dst = copy_into(dst, p[i]);
-    c->n1 = b1->numel, c->n2 = b2->numel;
-    c->b1 = xmalloc(sizeof(float) * c->n1), c->b2 = xmalloc(sizeof(float) * c->n2);
+    c->b1 = xmalloc(sizeof(float) * b1->numel), c->b2 = xmalloc(sizeof(float) * b2->numel);
     copy_into(c->b1, b1), copy_into(c->b2, b2);
     memcpy(c->shape1, b1->shape, sizeof(c->shape1)), memcpy(c->shape2, b2->shape, sizeof(c->shape2));
 }
