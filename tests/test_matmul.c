@@ -1,4 +1,7 @@
-/* linear and batched matmul: finite differences and a naive reference. */
+/* linear and batched matmul: finite differences and a naive reference; gemm_strided's thread splits. */
+#include <math.h>
+#include <stdlib.h>
+
 #include "../src/cpu/matmul.h"
 #include "../src/ops/ops.h"
 #include "gradcheck.h"
@@ -71,6 +74,41 @@ TEST(matmul_matches_naive_reference) {
             double err = max_rel_diff(c->data, ref->data, c->numel);
             EXPECT(err < 1e-5, "ta %d tb %d: rel diff %g", ta, tb, err);
         }
+}
+
+/* gemm_strided's own thread splits (rows from 256 a thread, the inner dimension from 384) against
+ * the naive product, on strided operands and accumulating into C (beta 1) */
+TEST(gemm_thread_splits_match_naive_reference) {
+    rng r;
+    rng_seed(&r, 6, RNG_TEST);
+    struct { int M, N, K; const char *what; } cases[] = {
+        {1100, 7, 9, "rows split"}, {5, 6, 1700, "inner split"}, {9, 8, 7, "OpenBLAS threads"}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                int M = cases[c].M, N = cases[c].N, K = cases[c].K, pad = 3;
+                int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+                tensor *a = RANDN(&r, 1, ta ? K : M, lda), *b = RANDN(&r, 1, tb ? N : K, ldb);
+                tensor *cm = RANDN(&r, 1, M, ldc);
+                float *dense_a = malloc(sizeof(float) * M * K), *dense_b = malloc(sizeof(float) * K * N);
+                float *ref = malloc(sizeof(float) * M * N);
+                for (int i = 0; i < (ta ? K : M); i++)
+                    for (int j = 0; j < (ta ? M : K); j++) dense_a[i * (ta ? M : K) + j] = a->data[i * lda + j];
+                for (int i = 0; i < (tb ? N : K); i++)
+                    for (int j = 0; j < (tb ? K : N); j++) dense_b[i * (tb ? K : N) + j] = b->data[i * ldb + j];
+                matmul_naive(ref, dense_a, dense_b, M, N, K, ta, tb, 0.5f);
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) ref[i * N + j] += cm->data[i * ldc + j];
+                float pad_before = cm->data[N];
+                gemm_strided(ta, tb, M, N, K, 0.5f, a->data, lda, b->data, ldb, 1.0f, cm->data, ldc);
+                double worst = 0;
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++)
+                        worst = fmax(worst, fabs(cm->data[i * ldc + j] - ref[i * N + j]) / (1 + fabs(ref[i * N + j])));
+                free(dense_a), free(dense_b), free(ref);
+                EXPECT(worst < 1e-4, "%s, ta %d tb %d: rel diff %g", cases[c].what, ta, tb, worst);
+                EXPECT(cm->data[N] == pad_before, "%s: wrote past the row into C's padding", cases[c].what);
+            }
 }
 
 TEST(linear_matches_naive_reference) {
