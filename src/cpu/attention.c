@@ -21,19 +21,6 @@ static void pair_logits(float *P, const float *q, const float *k, const attn_dim
                  k + (size_t)s * m * C + h * d, C, 0.0f, P, m);
 }
 
-static void add_row(float *p, int m, const float *add) {
-    if (add)
-        for (int j = 0; j < m; j++) p[j] += add[j];
-}
-
-/* row i of the pair's logits plus its bias and mask rows */
-static void add_bias_mask(float *p, const attn_dims *a, int pair, int i) {
-    size_t nm = (size_t)a->n * a->m;
-    int h = pair % a->heads, w = (pair / a->heads) % a->windows;
-    add_row(p, a->m, a->bias ? a->bias + h * nm + (size_t)i * a->m : NULL);
-    add_row(p, a->m, a->mask ? a->mask + w * nm + (size_t)i * a->m : NULL);
-}
-
 /* dS = P ⊙ (dP - rowsum(dP ⊙ P)) in place of dP (rows of stride ld), summed into dbias_h (rows of
  * m) when given */
 static void softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias_h, int n, int m,
@@ -68,7 +55,8 @@ static size_t padded16(int m) { return ((size_t)m + 15) & ~(size_t)15; }
 /* Rows of a block's logits (stride mp, a multiple of 16), each pass over all rows before the next:
  * done row by row, each row's chain of reductions and exp polynomials ran at its latency. */
 
-/* the logits plus their bias and mask rows; -inf in the padding up to mp */
+/* the logits plus their bias and mask rows; -inf in the padding up to mp (none on the GEMM path,
+ * whose rows are m long) */
 WIDE_VECTORS static void block_add_bias_mask(float *L, const attn_dims *a, int pair, int i0, int i1,
                                              size_t mp) {
     size_t nm = (size_t)a->n * a->m;
@@ -328,7 +316,7 @@ static void forward_pair(float *out, float *lse, float *P, const float *q, const
 #pragma omp parallel for schedule(static) if (split_rows)
     for (int i = 0; i < n; i++) {
         float *p = P + (size_t)i * m;
-        add_bias_mask(p, a, pair, i);
+        block_add_bias_mask(p, a, pair, i, i + 1, m);
         float row_lse = softmax_row(p, m);
         if (lse) lse[(size_t)pair * n + i] = row_lse;
     }
@@ -362,7 +350,7 @@ static void recompute_probs(float *P, const float *lse, const float *q, const fl
 #pragma omp parallel for schedule(static) if (split_rows)
     for (int i = 0; i < n; i++) {
         float *p = P + (size_t)i * m, row_lse = lse[(size_t)pair * n + i];
-        add_bias_mask(p, a, pair, i);
+        block_add_bias_mask(p, a, pair, i, i + 1, m);
         for (int j = 0; j < m; j++) p[j] = fast_expf(p[j] - row_lse);
     }
 }
