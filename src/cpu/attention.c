@@ -14,7 +14,7 @@
  * with OpenBLAS threading each GEMM and the softmax rows split */
 static bool pairs_in_parallel(const attn_dims *a) { return vitc_items_in_parallel(a->seqs * a->heads); }
 
-/* P = scale q kᵀ + bias + mask for one pair: the logits */
+/* P = scale q kᵀ for one pair (bias and mask are added by rows) */
 static void pair_logits(float *P, const float *q, const float *k, const attn_dims *a, int pair) {
     int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
     gemm_strided(false, true, n, m, d, a->scale, q + (size_t)s * n * C + h * d, C,
@@ -46,8 +46,8 @@ static void softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias
 static bool tiled(const attn_dims *a) { return a->d % 16 == 0 && a->d <= 64; }
 
 /* The backward's five products per pair: faster on tiles than through OpenBLAS for heads of 32
- * channels (Swin's and CSwin's: 1.1-1.15x), slower for 64 (DeiT's 197 x 197: 0.9x); with few pairs
- * the GEMMs are better threaded by OpenBLAS. */
+ * channels (Swin's and CSwin's: 1.1-1.15x), no faster for 64 (DeiT's 197 x 197); with few pairs the
+ * GEMMs are better threaded by OpenBLAS. */
 static bool tiled_backward(const attn_dims *a) { return tiled(a) && a->d <= 32 && pairs_in_parallel(a); }
 
 static size_t padded16(int m) { return ((size_t)m + 15) & ~(size_t)15; }
