@@ -1,7 +1,9 @@
-/* linear and batched matmul: finite differences and a naive reference; gemm_strided's thread splits. */
+/* linear and batched matmul: finite differences and a naive reference; gemm_strided's thread splits
+ * and gemm_nt's tiles. */
 #include <math.h>
 #include <stdlib.h>
 
+#include "../src/cpu/gemm_nt.h"
 #include "../src/cpu/matmul.h"
 #include "../src/ops/ops.h"
 #include "gradcheck.h"
@@ -109,6 +111,43 @@ TEST(gemm_thread_splits_match_naive_reference) {
                 EXPECT(worst < 1e-4, "%s, ta %d tb %d: rel diff %g", cases[c].what, ta, tb, worst);
                 EXPECT(cm->data[N] == pad_before, "%s: wrote past the row into C's padding", cases[c].what);
             }
+}
+
+/* gemm_nt's register tiles against the naive product: row and panel splits, several row blocks,
+ * blocks of the inner dimension, every short tile (rows % 6, columns % 32, inner % 16), strided
+ * operands, and the BLAS contract on beta (0: C is not read, so NaN there must not leak) */
+TEST(gemm_nt_tiles_match_naive_reference) {
+    rng r;
+    rng_seed(&r, 8, RNG_TEST);
+    struct { int M, N, K, threads; float alpha, beta; } cases[] = {
+        {1100, 70, 41, 2, 1.0f, 1.0f},  {49, 300, 530, 2, 0.5f, 0.0f}, {7, 33, 16, 1, 1.0f, 0.0f},
+        {197, 64, 600, 2, 2.0f, 0.25f}, {5, 1, 3, 1, 1.0f, 1.0f},      {600, 31, 17, 1, 1.0f, 0.0f}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        int M = cases[c].M, N = cases[c].N, K = cases[c].K, pad = 5;
+        int lda = K + pad, ldb = K + pad, ldc = N + pad;
+        float alpha = cases[c].alpha, beta = cases[c].beta;
+        tensor *a = RANDN(&r, 1, M, lda), *b = RANDN(&r, 1, N, ldb), *cm = RANDN(&r, 1, M, ldc);
+        float *ref = malloc(sizeof(float) * M * N);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double s = 0;
+                for (int k = 0; k < K; k++) s += (double)a->data[i * lda + k] * b->data[j * ldb + k];
+                ref[i * N + j] = (float)(alpha * s + (beta == 0.0f ? 0.0 : beta * cm->data[i * ldc + j]));
+                if (beta == 0.0f) cm->data[i * ldc + j] = NAN;
+            }
+        float pad_before = cm->data[N];
+        gemm_nt(M, N, K, alpha, a->data, lda, b->data, ldb, beta, cm->data, ldc, cases[c].threads);
+        double worst = 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double d = fabs(cm->data[i * ldc + j] - ref[i * N + j]) / (1 + fabs(ref[i * N + j]));
+                worst = isnan(d) ? INFINITY : fmax(worst, d);
+            }
+        free(ref);
+        EXPECT(worst < 1e-4, "%d x %d x %d, %d threads, alpha %g beta %g: rel diff %g", M, N, K,
+               cases[c].threads, alpha, beta, worst);
+        EXPECT(cm->data[N] == pad_before, "%d x %d x %d: wrote past the row into C's padding", M, N, K);
+    }
 }
 
 TEST(linear_matches_naive_reference) {

@@ -1,5 +1,6 @@
-/* GEMM kernels on raw row-major pointers, all through OpenBLAS cblas_sgemm. Backward kernels
- * accumulate (+=) into their outputs. */
+/* GEMM kernels on raw row-major pointers, through OpenBLAS cblas_sgemm or, for a linear layer's
+ * forward at small shapes, gemm_nt's register tiles. Backward kernels accumulate (+=) into their
+ * outputs. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
