@@ -1,5 +1,8 @@
 #include "gemm_nt.h"
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "../core/threads.h"
 #include "simd.h"
 

@@ -20,13 +20,16 @@ static void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
  * fewer than ~256 rows a thread OpenBLAS's split is faster, unless the inner dimension is long
  * (batch 1's late stages, 197 x 768 x 192: 1.1x split). */
 #define ROWS_PER_THREAD_MIN 256
+#define INNER_PER_THREAD_MIN 384
+
 /* gemm_nt wins by 1.1-1.7x up to ~1k rows (batch 1 after the first stage) and on narrow products up
  * to ~4k (the first stage, 3136 x 96 x 288); on larger ones OpenBLAS's blocking is faster (6304 x
  * 192 x 768, 1568 x 384 x 1152: 0.85-0.95x) */
+#ifdef __AVX512F__
 static bool gemm_nt_wins(int M, int N, int K) {
     return M <= 1024 || (M <= 4096 && N <= 384 && K <= 384);
 }
-#define INNER_PER_THREAD_MIN 384
+#endif
 
 static void gemm_split_rows(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                             const float *A, int lda, const float *B, int ldb, float beta, float *C,
