@@ -79,12 +79,15 @@ TEST(matmul_matches_naive_reference) {
 }
 
 /* gemm_strided's own thread splits (rows from 256 a thread, the inner dimension from 384) against
- * the naive product, on strided operands and accumulating into C (beta 1) */
+ * the naive product, on strided operands and accumulating into C (beta 1). With AVX-512, A·Bᵀ goes
+ * to gemm_nt up to 1024 rows (or 4096 when narrow): the wide case keeps its OpenBLAS row split
+ * covered; builds without AVX-512 (make test SAN=1) run every case on OpenBLAS. */
 TEST(gemm_thread_splits_match_naive_reference) {
     rng r;
     rng_seed(&r, 6, RNG_TEST);
     struct { int M, N, K; const char *what; } cases[] = {
-        {1100, 7, 9, "rows split"}, {5, 6, 1700, "inner split"}, {9, 8, 7, "OpenBLAS threads"}};
+        {1100, 7, 9, "rows split"}, {5, 6, 1700, "inner split"}, {9, 8, 7, "OpenBLAS threads"},
+        {1100, 400, 9, "rows split, wide"}};
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
@@ -115,13 +118,15 @@ TEST(gemm_thread_splits_match_naive_reference) {
 
 /* gemm_nt's register tiles against the naive product: row and panel splits, several row blocks,
  * blocks of the inner dimension, every short tile (rows % 6, columns % 32, inner % 16), strided
- * operands, and the BLAS contract on beta (0: C is not read, so NaN there must not leak) */
+ * operands, and the BLAS contract on beta (0: C is not read, so NaN there must not leak; an empty
+ * inner dimension still scales C) */
 TEST(gemm_nt_tiles_match_naive_reference) {
     rng r;
     rng_seed(&r, 8, RNG_TEST);
     struct { int M, N, K, threads; float alpha, beta; } cases[] = {
         {1100, 70, 41, 2, 1.0f, 1.0f},  {49, 300, 530, 2, 0.5f, 0.0f}, {7, 33, 16, 1, 1.0f, 0.0f},
-        {197, 64, 600, 2, 2.0f, 0.25f}, {5, 1, 3, 1, 1.0f, 1.0f},      {600, 31, 17, 1, 1.0f, 0.0f}};
+        {197, 64, 600, 2, 2.0f, 0.25f}, {5, 1, 3, 1, 1.0f, 1.0f},      {600, 31, 17, 1, 1.0f, 0.0f},
+        {3, 5, 0, 2, 1.0f, 0.5f}};
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         int M = cases[c].M, N = cases[c].N, K = cases[c].K, pad = 5;
         int lda = K + pad, ldb = K + pad, ldc = N + pad;
