@@ -18,40 +18,23 @@ else
   CFLAGS  += -O3 $(ARCH) -ffp-contract=fast -g
 endif
 
-# ---- dependency detection: prints what it found, names the Debian package of what it did not ----
-have_header = $(shell printf '\#include <$(1)>\n' | $(CC) -E -I/usr/include/stb -x c - >/dev/null 2>&1 && echo yes)
-BLAS_OMP_DIR := $(firstword $(wildcard /usr/lib/*/openblas-openmp))
-MISSING :=
-ifeq ($(call have_header,cblas.h),yes)
-  ifneq ($(BLAS_OMP_DIR),)
-    FOUND += OpenBLAS(OpenMP build)
-    LDFLAGS += -L$(BLAS_OMP_DIR) -Wl,-rpath,$(BLAS_OMP_DIR)
-  else
-    FOUND += OpenBLAS(not the OpenMP build: batched small GEMMs will oversubscribe threads)
-  endif
-  LDLIBS += -lopenblas
-else
-  MISSING += libopenblas-openmp-dev
-endif
-ifeq ($(call have_header,stb_image.h),yes)
-  FOUND += stb_image
-  LDLIBS += -lstb
-else
-  MISSING += libstb-dev
-endif
-ifeq ($(call have_header,cjson/cJSON.h),yes)
-  FOUND += cJSON
-  LDLIBS += -lcjson
-else
-  MISSING += libcjson-dev
-endif
+# ---- dependencies: tools/deps.sh lists the Debian packages, probes them (a header must compile, a
+# library link) and installs what is missing when run as root (APT=echo shows the command instead).
+# Every build goal needs the build group; test, demo, plots, fuzz and parity add their own.
+APT ?= apt-get
+goal_groups = $(if $(filter $(1),$(MAKECMDGOALS)),$(2))
+DEPS_GROUPS := build $(sort $(call goal_groups,test,test) $(call goal_groups,demo fmnist,demo) \
+    $(call goal_groups,plots,plots) $(call goal_groups,ablations,demo plots) \
+    $(call goal_groups,fuzz,fuzz) $(call goal_groups,parity,parity))
+# deferred: the directory exists only once check-deps has installed the package
+BLAS_OMP_DIR = $(firstword $(wildcard /usr/lib/*/openblas-openmp))
+LDFLAGS += -L$(BLAS_OMP_DIR) -Wl,-rpath,$(BLAS_OMP_DIR)
+LDLIBS += -lopenblas -lstb -lcjson
 ifeq ($(NO_OMP),1)
-  FOUND += no-OpenMP(NO_OMP=1)
   CFLAGS += -Wno-unknown-pragmas
 else
   CFLAGS += -fopenmp -pthread
   LDFLAGS += -fopenmp -pthread
-  FOUND += OpenMP
 endif
 ifeq ($(CUDA),1)
   $(error CUDA=1: the CUDA backend is not part of this build yet (see the CUDA issue))
@@ -68,10 +51,10 @@ CLIS := train eval
 FMNIST_SRC := /usr/share/datasets/fashion-mnist
 FMNIST := data/fashion_mnist
 
-# the PyTorch reference: Debian's python3-torch lives in the system python
-PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import torch' 2>/dev/null && { echo $$p; break; }; done)
+# the PyTorch reference: Debian's python3-torch (check-deps installs it for make parity)
+PYTHON ?= /usr/bin/python3
 
-.PHONY: all test bench bench-ops deps clean check-deps demo fmnist ablations plots plot-deps parity fuzz $(CLIS)
+.PHONY: all test bench bench-ops deps clean check-deps demo fmnist ablations plots parity fuzz $(CLIS)
 all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops $(BUILD)/bench
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
@@ -81,20 +64,12 @@ $(CLIS): %: $(BUILD)/%
 $(BUILD)/train $(BUILD)/eval $(BUILD)/bench: $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libvitc.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# installs what is missing as root; otherwise names the apt-get line and stops before any compile
 check-deps:
-	@echo "vitc build ($(MODE)): found $(FOUND)"
-ifneq ($(strip $(MISSING)),)
-	@echo "error: missing Debian packages: $(MISSING)"; \
-	 echo "       run 'make deps' as root, or: apt-get install $(MISSING)"; exit 1
-endif
+	@CC="$(CC)" APT="$(APT)" tools/deps.sh --install $(DEPS_GROUPS)
 
 deps:
-	@if [ -n "$(strip $(MISSING))" ] || ! ls /usr/lib/*/openblas-openmp >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" != 0 ]; then \
-	    echo "error: installing packages needs root: apt-get install libopenblas-openmp-dev libstb-dev libcjson-dev"; exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    libopenblas-openmp-dev libstb-dev libcjson-dev; \
-	else echo "dependencies present: $(FOUND)"; fi
+	@CC="$(CC)" APT="$(APT)" tools/deps.sh --install build
 
 $(BUILD)/%.o: %.c Makefile | check-deps # the flags are in the Makefile
 	@mkdir -p $(dir $@)
@@ -125,10 +100,6 @@ bench-ops: check-deps $(BUILD)/bench_ops
 
 # Debian's Fashion-MNIST as class folders of PNGs, and a 1000-per-class training list for the ablations
 fmnist: check-deps $(BUILD)/fmnist_to_png
-	@test -f $(FMNIST_SRC)/train-images-idx3-ubyte.gz || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq dataset-fashion-mnist >/dev/null || \
-	    { apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; }; \
-	  else echo "error: this needs Debian's dataset-fashion-mnist: apt-get install dataset-fashion-mnist"; exit 1; fi; }
 	@test -d $(FMNIST)/val || $(BUILD)/fmnist_to_png $(FMNIST_SRC) $(FMNIST)
 	@test -f $(FMNIST)/train_10k.txt || { label=0; for d in $(FMNIST)/train/*/; do \
 	  c=$$(basename $$d); ls $$d | sort | head -1000 | sed "s|^|train/$$c/|; s|$$| $$label|"; \
@@ -141,24 +112,16 @@ demo: fmnist train eval
 
 # the study of docs/ablations.md (about an hour on 2 cores): sweeps/, docs/ablations/*.png and the
 # tables of docs/ablations.md
-ablations: fmnist train eval plot-deps
+ablations: fmnist train eval
 	tools/ablations.sh
 
-# gnuplot, for tools/plot.sh: installed when missing (as root)
-plot-deps:
-	@command -v gnuplot >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq gnuplot-nox >/dev/null || \
-	    { apt-get update -qq && apt-get install -y -qq gnuplot-nox; }; \
-	  else echo "error: the plots need gnuplot: apt-get install gnuplot-nox"; exit 1; fi; }
-
 # loss and accuracy curves of the demo run (trained first if it is not there): plots/demo_*.png
-plots: plot-deps
+plots: check-deps
 	@test -f checkpoints/demo_fmnist/metrics.jsonl || $(MAKE) demo
 	tools/plot.sh --run checkpoints/demo_fmnist --out plots/demo
 
 # regenerates the committed fixtures from the PyTorch reference models in tools/ref/
 parity: check-deps $(BUILD)/test_runner
-	@test -n "$(PYTHON)" || { echo "error: make parity needs PyTorch (apt-get install python3-torch)"; exit 1; }
 	$(PYTHON) tools/ref/make_parity.py configs/tiny tests/fixtures/parity
 	$(PYTHON) tools/ref/make_train_parity.py tests/fixtures/train_parity.safetensors
 	$(BUILD)/test_runner parity

@@ -1,38 +1,14 @@
 /* The train and eval commands end to end on a tiny synthetic dataset: loss falls, resume continues
  * the exact trajectory, and every bad input gives its message and exit code. */
-#include <stdarg.h>
 #include <stb_image.h>
 #include <stb_image_write.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "shell.h"
 #include "test.h"
 
 static char work[256];
-
-/* runs a shell command, captures stdout+stderr into out, returns the exit code */
-static int run(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run(char *out, size_t len, const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    char full[4200];
-    snprintf(full, sizeof(full), "(%s) 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    size_t n = 0;
-    if (p) {
-        size_t got;
-        while (n + 1 < len && (got = fread(out + n, 1, len - 1 - n, p)) > 0) n += got;
-        char sink[4096];
-        while (fread(sink, 1, sizeof(sink), p) > 0) {}
-    }
-    out[n] = 0;
-    int status = p ? pclose(p) : -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 /* class c images: a bright square at a class-specific corner on noise */
 static void write_split(const char *split, int per_class) {

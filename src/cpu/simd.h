@@ -27,23 +27,32 @@ static inline void store16(float *p, vec16 v) { memcpy(p, &v, sizeof v); }
  * not x for x = -0) */
 static inline vec16 splat16(float x) { return (vec16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
 
+/* a vector of 16 taken from the 32 elements of a then b, by constant indices: GCC and Clang spell it
+ * differently */
+#ifdef __clang__
+#define SHUFFLE16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef int idx16 __attribute__((vector_size(64)));
+#define SHUFFLE16(a, b, ...) __builtin_shuffle(a, b, (idx16){__VA_ARGS__})
+#endif
+#define INDICES(...) __VA_ARGS__
+
 /* the 16 x 16 block in x transposed: four rounds of swapping the off-diagonal blocks of 8, 4, 2, 1
  * (row r takes x[r]'s columns outside the block and x[r + b]'s shifted in, row r + b the others) */
-typedef int idx16 __attribute__((vector_size(64)));
 #define SWAP_BLOCKS(b, lo, hi)                                                                     \
     _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) if (!(r & (b))) {                      \
         vec16 top = x[r], bottom = x[r + (b)];                                                     \
-        x[r] = __builtin_shuffle(top, bottom, (idx16)lo);                                          \
-        x[r + (b)] = __builtin_shuffle(top, bottom, (idx16)hi);                                    \
+        x[r] = SHUFFLE16(top, bottom, lo);                                                         \
+        x[r + (b)] = SHUFFLE16(top, bottom, hi);                                                   \
     }
 
 static inline __attribute__((always_inline)) void transpose16(vec16 x[16]) {
-    SWAP_BLOCKS(8, ((idx16){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
-                ((idx16){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}));
-    SWAP_BLOCKS(4, ((idx16){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),
-                ((idx16){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}));
-    SWAP_BLOCKS(2, ((idx16){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),
-                ((idx16){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}));
-    SWAP_BLOCKS(1, ((idx16){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}),
-                ((idx16){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}));
+    SWAP_BLOCKS(8, INDICES(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                INDICES(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+    SWAP_BLOCKS(4, INDICES(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                INDICES(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+    SWAP_BLOCKS(2, INDICES(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                INDICES(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
+    SWAP_BLOCKS(1, INDICES(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+                INDICES(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
 }
