@@ -145,6 +145,46 @@ TEST(cli_resume_continues_the_exact_trajectory) {
         EXPECT(!strcmp(full[i], resumed[i]), "step %d: %s uninterrupted vs %s resumed", i + 1, full[i], resumed[i]);
 }
 
+/* kill -9 at random moments of a run with step checkpoints, resumed each time until it ends: the
+ * metrics.jsonl equals the uninterrupted run's line for line, timings aside (epoch train losses
+ * over all their steps included). A kill lands once the log has grown a random number of lines, so
+ * it falls between checkpoints, with steps logged that the resumed run must take back. */
+TEST(cli_kill_9_then_resume_logs_the_uninterrupted_metrics) {
+    setup();
+    char out[16384];
+    const char *strip_timing = "sed -E 's/, \"(img_s|time_s|train_img_s)\": [0-9.e+-]+//g'";
+    const char *settings = "--set train.epochs=4 --set train.batch=2 --set run.save_every_steps=20 --threads 2 --quiet";
+    int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=steady %s", config_path(), work,
+                   settings);
+    EXPECT(code == 0, "uninterrupted run exited %d:\n%s", code, out);
+    rng r;
+    rng_seed(&r, (uint64_t)getpid(), RNG_TEST);
+    char dir[400], kills_at[256] = "";
+    snprintf(dir, sizeof(dir), "%s/runs/killed", work);
+    int kills = 0;
+    for (int attempt = 0; attempt < 20; attempt++) {
+        int more_lines = 1 + (int)rng_below(&r, 30);
+        code = run(out, sizeof(out),
+                   "log=%s/metrics.jsonl; lines() { cat $log 2>/dev/null | wc -l; }; target=$(( $(lines) + %d )); "
+                   "if [ -f %s/last.safetensors ]; then ./train --resume %s/last.safetensors --threads 2 --quiet & "
+                   "else ./train --config %s --out %s/runs --set run.name=killed %s & fi; pid=$!; "
+                   "while [ $(lines) -lt $target ] && kill -0 $pid 2>/dev/null; do :; done; "
+                   "kill -9 $pid 2>/dev/null; wait $pid",
+                   dir, more_lines, dir, dir, config_path(), work, settings);
+        size_t len = strlen(kills_at);
+        snprintf(kills_at + len, sizeof(kills_at) - len, "%s+%d lines (exit %d)", attempt ? ", " : "", more_lines,
+                 code);
+        if (code != 137) break;
+        kills++;
+    }
+    EXPECT(code == 0 && kills >= 2, "kills at %s: the run was killed %d times, then exited %d:\n%s", kills_at, kills,
+           code, out);
+    code = run(out, sizeof(out), "%s %s/runs/steady/metrics.jsonl > %s/steady.jsonl && %s %s/metrics.jsonl > "
+               "%s/killed.jsonl && diff %s/steady.jsonl %s/killed.jsonl", strip_timing, work, work, strip_timing, dir,
+               work, work, work);
+    EXPECT(code == 0, "kills at %s: metrics differ from the uninterrupted run:\n%s", kills_at, out);
+}
+
 TEST(cli_bad_inputs_name_the_problem) {
     setup();
     char out[16384], path[400];

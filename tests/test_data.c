@@ -79,15 +79,21 @@ TEST(dataset_list_file) {
     remove_tree(root);
 }
 
+static double one_batch_checksum(const batch *b) {
+    double sum = 0;
+    for (int i = 0; i < b->n * 16 * 16; i++) sum += b->images[i] * (1 + i % 7) + b->labels[i % b->n];
+    return sum;
+}
+
 static double batch_checksum(loader *l, int epoch, int *n_batches, int *skipped) {
-    loader_start_epoch(l, epoch);
+    loader_start_epoch(l, epoch, 0);
     batch b;
     double sum = 0;
     *n_batches = *skipped = 0;
     while (loader_next(l, &b)) {
         (*n_batches)++;
         *skipped += b.skipped;
-        for (int i = 0; i < b.n * 16 * 16; i++) sum += b.images[i] * (1 + i % 7) + b.labels[i % b.n];
+        sum += one_batch_checksum(&b);
     }
     return sum;
 }
@@ -120,6 +126,38 @@ TEST(loader_deterministic_whatever_the_workers_and_skips_bad_files) {
     batch_checksum(ev, 0, &nb, &sk);
     EXPECT(nb == 5 && sk == 1, "eval keeps the last short batch (%d batches) and skips the corrupt file (%d)", nb, sk);
     loader_free(ev);
+    dataset_free(&d);
+    remove_tree(root);
+}
+
+/* a resumed run starts its epoch at the batch it stopped at: the same batches as the full epoch
+ * from there on (order and augmentation), on a fresh loader with other workers */
+TEST(loader_starting_mid_epoch_gives_the_rest_of_the_full_epoch) {
+    char root[256], err[1024];
+    make_folder(root, sizeof(root), 3, 9, 20);
+    dataset d;
+    EXPECT(dataset_open(&d, root, err, sizeof(err)), "%s", err);
+    augment_config a = eval_config(16, 1);
+    snprintf(a.randaugment, sizeof(a.randaugment), "rand-m9-mstd0.5-inc1");
+    a.reprob = 0.5;
+    loader *full = loader_create(&d, &a, 4, true, 1, 11), *rest = loader_create(&d, &a, 4, true, 2, 11);
+    double sums[8];
+    int n = 0;
+    batch b;
+    loader_start_epoch(full, 5, 0);
+    while (n < 8 && loader_next(full, &b)) sums[n++] = one_batch_checksum(&b);
+    EXPECT(n == 6, "27 samples / 4 with drop_last: %d batches", n);
+    loader_start_epoch(rest, 5, 4);
+    int got = 4;
+    while (loader_next(rest, &b)) {
+        EXPECT(got < n, "more batches than the full epoch");
+        double s = one_batch_checksum(&b);
+        EXPECT(s == sums[got], "batch %d: %.17g from batch 4 vs %.17g in the full epoch", got, s, sums[got]);
+        got++;
+    }
+    EXPECT(got == n, "the rest of the epoch ended after batch %d of %d", got, n);
+    loader_free(full);
+    loader_free(rest);
     dataset_free(&d);
     remove_tree(root);
 }

@@ -54,8 +54,9 @@ typedef struct batch {
 loader *loader_create(const dataset *d, const augment_config *a, int batch_size, bool train,
                       int workers, uint64_t seed);
 void loader_free(loader *l);
-/* Starts an epoch; batches are then returned in order by loader_next until it returns false. */
-void loader_start_epoch(loader *l, int epoch);
+/* Starts an epoch at batch first_batch (0, or where a resumed run left it); batches are then
+ * returned in order by loader_next until it returns false. */
+void loader_start_epoch(loader *l, int epoch, int first_batch);
 /* The next batch (valid until the next call), or false at the end of the epoch. */
 bool loader_next(loader *l, batch *b);
 int loader_batches_per_epoch(const loader *l);

@@ -146,7 +146,7 @@ void loader_free(loader *l) {
     free(l);
 }
 
-void loader_start_epoch(loader *l, int epoch) {
+void loader_start_epoch(loader *l, int epoch, int first_batch) {
     pthread_mutex_lock(&l->mu);
     l->next_fill = l->n_batches; /* hold the workers, then wait for the ones still filling */
     while (l->busy) pthread_cond_wait(&l->cv, &l->mu);
@@ -161,7 +161,7 @@ void loader_start_epoch(loader *l, int epoch) {
     }
     l->epoch = epoch;
     for (int i = 0; i < l->n_slots; i++) l->slots[i].state = SLOT_EMPTY;
-    l->next_fill = l->next_return = 0;
+    l->next_fill = l->next_return = first_batch;
     l->returned_pending = false;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);

@@ -1,6 +1,7 @@
 #include "checkpoint.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,12 +37,14 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
             st_add(&w, names[k++], blocks[b] + off, p->ndim, p->shape);
         }
     }
-    char state[256];
+    char state[512];
     snprintf(state, sizeof(state),
              "{\"epoch\": %d, \"step\": %lld, \"best_top1\": %.17g, \"best_epoch\": %d, "
-             "\"optimizer_steps\": %lld}",
+             "\"optimizer_steps\": %lld, \"epoch_loss_sum\": %.17g, \"epoch_batches\": %d, "
+             "\"epoch_skipped\": %d, \"metrics_bytes\": %lld}",
              st->epoch, (long long)st->step, st->best_top1, st->best_epoch,
-             (long long)(opt ? opt->step : 0));
+             (long long)(opt ? opt->step : 0), st->epoch_loss_sum, st->epoch_batches, st->epoch_skipped,
+             (long long)st->metrics_bytes);
     st_add_meta(&w, "format", "vitc-checkpoint-1");
     st_add_meta(&w, "config", config_json);
     st_add_meta(&w, "train_state", state);
@@ -100,7 +103,18 @@ static bool read_state(const st_file *f, const char *path, train_state *st, int6
         st->best_top1 = best->valuedouble;
         st->best_epoch = (int)best_epoch->valuedouble;
         *opt_steps = (int64_t)osteps->valuedouble;
-    } else {
+        /* absent from checkpoints written before step checkpoints: those ended an epoch */
+        const cJSON *loss_sum = cJSON_GetObjectItemCaseSensitive(j, "epoch_loss_sum");
+        const cJSON *batches = cJSON_GetObjectItemCaseSensitive(j, "epoch_batches");
+        const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(j, "epoch_skipped");
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(j, "metrics_bytes");
+        st->epoch_loss_sum = cJSON_IsNumber(loss_sum) ? loss_sum->valuedouble : 0;
+        st->epoch_batches = cJSON_IsNumber(batches) ? (int)batches->valuedouble : 0;
+        st->epoch_skipped = cJSON_IsNumber(skipped) ? (int)skipped->valuedouble : 0;
+        st->metrics_bytes = cJSON_IsNumber(bytes) ? (int64_t)bytes->valuedouble : -1;
+        ok = st->epoch_batches >= 0 && st->epoch_skipped >= 0 && isfinite(st->epoch_loss_sum);
+    }
+    if (!ok) {
         snprintf(err, err_len, "%s: missing or malformed \"train_state\" metadata", path);
     }
     cJSON_Delete(j);

@@ -12,6 +12,13 @@ typedef struct train_state {
     int64_t step;     /* optimizer steps taken */
     double best_top1; /* best validation top-1 so far (-1: none) */
     int best_epoch;
+    /* within the epoch under way (a checkpoint written mid-epoch), so that its summary covers all
+     * its steps after a resume */
+    double epoch_loss_sum; /* sum of the micro-batches' losses */
+    int epoch_batches;     /* micro-batches trained */
+    int epoch_skipped;     /* unreadable files replaced */
+    int64_t metrics_bytes; /* length of metrics.jsonl when written (-1: unknown): a resume cuts the
+                              lines logged after it, which it logs again */
 } train_state;
 
 /* opt and ema may be NULL (weights-only checkpoint); classes_json (a JSON array of class names, for

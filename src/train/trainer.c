@@ -34,7 +34,7 @@ static double now_s(void) {
 }
 
 typedef struct train_config {
-    int epochs, cooldown_epochs, warmup_epochs, batch, accum, workers, log_every, stop_after;
+    int epochs, cooldown_epochs, warmup_epochs, batch, accum, workers, log_every, stop_after, save_every;
     double lr, warmup_lr, min_lr, lr_scale_batch, weight_decay, clip_grad, beta1, beta2, eps;
     uint64_t seed;
     mixup_config mix;
@@ -76,6 +76,8 @@ static void train_config_read(train_config *t, config *c, const char *model_name
     t->out = config_str(c, "run.out", "checkpoints", NULL);
     t->log_every = config_int(c, "run.log_every", 50, 1, 1 << 30);
     t->stop_after = config_int(c, "run.stop_after_steps", 0, 0, 2147483647);
+    /* a paper config's step is 1024-4096 images, ~2.5 minutes on 2 cores: a checkpoint every ~25 */
+    t->save_every = config_int(c, "run.save_every_steps", 10, 0, 2147483647);
 }
 
 static bool make_dirs(const char *path) {
@@ -97,7 +99,7 @@ eval_result evaluate(model *m, loader *l) {
     double t0 = now_s(), loss_sum = 0;
     long correct1 = 0, correct5 = 0;
     const model_config *mc = &m->cfg;
-    loader_start_epoch(l, 0);
+    loader_start_epoch(l, 0, 0);
     batch b;
     while (loader_next(l, &b)) {
         tensor *x = tensor_wrap(b.images, 4, (int[]){b.n, mc->img_size, mc->img_size, mc->in_chans});
@@ -161,236 +163,340 @@ void train_check_config(config *c) {
     read_all(c, &mc, &ac, &t);
 }
 
-int train_run(config *c, const train_options *o) {
+/* A run between its steps: what train_run opens, the epoch loop uses and train_run closes. */
+typedef struct run {
+    train_config t;
     model_config mc;
     augment_config ac;
-    train_config t;
-    read_all(c, &mc, &ac, &t);
-    char *resolved = config_to_json(c);
-    char err[4096];
-
-    dataset train_ds = {0}, val_ds = {0};
-    if (!dataset_open(&train_ds, t.train_dir, err, sizeof(err))) {
-        fprintf(stderr, "error: data.train: %s\n", err);
-        return 1;
-    }
-    if (train_ds.n_classes != mc.num_classes) {
-        fprintf(stderr, "error: model.num_classes is %d but %s has %d classes\n", mc.num_classes,
-                t.train_dir, train_ds.n_classes);
-        return 1;
-    }
-    cJSON *class_list = cJSON_CreateStringArray((const char *const *)train_ds.class_names,
-                                                train_ds.n_classes);
-    char *classes = cJSON_PrintUnformatted(class_list);
-    cJSON_Delete(class_list);
-    bool has_val = t.val_dir[0];
-    if (has_val && !dataset_open(&val_ds, t.val_dir, err, sizeof(err))) {
-        fprintf(stderr, "error: data.val: %s\n", err);
-        return 1;
-    }
-    model *m = model_create(&mc, t.seed);
+    bool quiet;
+    dataset train_ds, val_ds;
+    loader *train_l, *val_l;
+    model *m;
     adamw opt;
-    adamw_init(&opt, &m->ps, t.weight_decay, t.beta1, t.beta2, t.eps);
-    float *ema = NULL;
-    if (t.ema) {
-        ema = xmalloc(sizeof(float) * (size_t)m->ps.numel);
-        memcpy(ema, m->ps.data, sizeof(float) * (size_t)m->ps.numel);
-    }
-    train_state st = {0, 0, -1, -1};
-    if (o->resume) {
-        st_file f;
-        char *saved_cfg = NULL;
-        if (!checkpoint_open(&f, o->resume, &saved_cfg, err, sizeof(err)) ||
-            !checkpoint_restore(&f, o->resume, m, &opt, ema, &st, err, sizeof(err))) {
-            fprintf(stderr, "error: --resume: %s\n", err);
-            return 1;
-        }
-        free(saved_cfg);
-        st_close(&f);
-        if (!o->quiet) printf("resumed from %s at epoch %d, step %lld\n", o->resume, st.epoch, (long long)st.step);
-    }
+    float *ema, *targets; /* targets: the batch's soft labels (batch, classes) after mixup */
+    train_state st;
+    lr_schedule sched;
+    int steps_per_epoch, total_epochs;
+    char *resolved, *classes; /* the resolved config and the class names, as JSON */
+    FILE *metrics;
+    char metrics_path[1200], last_path[1200], best_path[1200];
+    /* the epoch under way in this process: timing, and what the progress line shows */
+    double t_epoch, t_log, lr;
+    float last_loss;
+    int timed_batches, since_log;
+    size_t mem;
+} run;
 
-    char run_dir[1024], path[1200];
-    snprintf(run_dir, sizeof(run_dir), "%s/%s", t.out, t.run_name);
-    if (!make_dirs(run_dir)) {
-        fprintf(stderr, "error: cannot create run directory %s: %s\n", run_dir, strerror(errno));
-        return 1;
+enum { RUN_OK = 0, RUN_ERROR = 1, RUN_INTERRUPTED = 130, RUN_STOPPED = -1 /* run.stop_after_steps */ };
+
+static bool open_datasets(run *r) {
+    char err[4096];
+    if (!dataset_open(&r->train_ds, r->t.train_dir, err, sizeof(err))) {
+        fprintf(stderr, "error: data.train: %s\n", err);
+        return false;
     }
-    snprintf(path, sizeof(path), "%s/config.json", run_dir);
+    if (r->train_ds.n_classes != r->mc.num_classes) {
+        fprintf(stderr, "error: model.num_classes is %d but %s has %d classes\n", r->mc.num_classes,
+                r->t.train_dir, r->train_ds.n_classes);
+        return false;
+    }
+    cJSON *class_list = cJSON_CreateStringArray((const char *const *)r->train_ds.class_names,
+                                                r->train_ds.n_classes);
+    r->classes = cJSON_PrintUnformatted(class_list);
+    cJSON_Delete(class_list);
+    if (r->t.val_dir[0] && !dataset_open(&r->val_ds, r->t.val_dir, err, sizeof(err))) {
+        fprintf(stderr, "error: data.val: %s\n", err);
+        return false;
+    }
+    return true;
+}
+
+static bool resume_from(run *r, const char *path) {
+    char err[4096];
+    st_file f;
+    char *saved_cfg = NULL;
+    if (!checkpoint_open(&f, path, &saved_cfg, err, sizeof(err))) {
+        fprintf(stderr, "error: --resume: %s\n", err);
+        return false;
+    }
+    bool ok = checkpoint_restore(&f, path, r->m, &r->opt, r->ema, &r->st, err, sizeof(err));
+    free(saved_cfg);
+    st_close(&f);
+    if (!ok) fprintf(stderr, "error: --resume: %s\n", err);
+    else if (!r->quiet)
+        printf("resumed from %s at epoch %d, step %lld\n", path, r->st.epoch, (long long)r->st.step);
+    return ok;
+}
+
+/* checkpoints/<run.name>/ with config.json and metrics.jsonl; a resumed run first cuts the metrics
+ * logged after its checkpoint, which it is about to log again */
+static bool open_run_dir(run *r, bool resumed) {
+    char dir[1024], path[1200];
+    snprintf(dir, sizeof(dir), "%s/%s", r->t.out, r->t.run_name);
+    if (!make_dirs(dir)) {
+        fprintf(stderr, "error: cannot create run directory %s: %s\n", dir, strerror(errno));
+        return false;
+    }
+    snprintf(path, sizeof(path), "%s/config.json", dir);
     FILE *cf = fopen(path, "w");
     if (!cf) {
         fprintf(stderr, "error: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
+        return false;
     }
-    fputs(resolved, cf);
+    fputs(r->resolved, cf);
     fclose(cf);
-    snprintf(path, sizeof(path), "%s/metrics.jsonl", run_dir);
-    FILE *metrics = fopen(path, o->resume ? "a" : "w");
-    if (!metrics) {
-        fprintf(stderr, "error: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
+    snprintf(r->metrics_path, sizeof(r->metrics_path), "%s/metrics.jsonl", dir);
+    snprintf(r->last_path, sizeof(r->last_path), "%s/last.safetensors", dir);
+    snprintf(r->best_path, sizeof(r->best_path), "%s/best.safetensors", dir);
+    struct stat sb;
+    if (resumed && r->st.metrics_bytes >= 0 && stat(r->metrics_path, &sb) == 0 && sb.st_size > r->st.metrics_bytes &&
+        truncate(r->metrics_path, (off_t)r->st.metrics_bytes) != 0) {
+        fprintf(stderr, "error: cannot truncate %s: %s\n", r->metrics_path, strerror(errno));
+        return false;
     }
+    r->metrics = fopen(r->metrics_path, resumed ? "a" : "w");
+    if (!r->metrics) {
+        fprintf(stderr, "error: cannot write %s: %s\n", r->metrics_path, strerror(errno));
+        return false;
+    }
+    if (!resumed) {
+        fprintf(r->metrics,
+                "{\"type\": \"start\", \"model\": \"%s\", \"params\": %lld, \"macs\": %.0f, "
+                "\"train_images\": %d, \"threads\": %d, \"epoch\": %d}\n",
+                r->mc.name, (long long)r->m->ps.numel, model_macs(r->m), r->train_ds.n, vitc_threads(),
+                r->st.epoch);
+        fflush(r->metrics);
+    }
+    return true;
+}
 
-    loader *train_l = loader_create(&train_ds, &ac, t.batch, true, t.workers, t.seed);
-    loader *val_l = has_val ? loader_create(&val_ds, &ac, t.batch, false, t.workers, t.seed) : NULL;
-    int bpe = loader_batches_per_epoch(train_l);
-    if (bpe < t.accum) {
+/* everything before the first step; false after printing the error */
+static bool run_open(run *r, config *c, const train_options *o) {
+    read_all(c, &r->mc, &r->ac, &r->t);
+    const train_config *t = &r->t;
+    r->quiet = o->quiet;
+    r->resolved = config_to_json(c);
+    if (!open_datasets(r)) return false;
+    r->m = model_create(&r->mc, t->seed);
+    adamw_init(&r->opt, &r->m->ps, t->weight_decay, t->beta1, t->beta2, t->eps);
+    size_t param_bytes = sizeof(float) * (size_t)r->m->ps.numel;
+    if (t->ema) {
+        r->ema = xmalloc(param_bytes);
+        memcpy(r->ema, r->m->ps.data, param_bytes);
+    }
+    r->st = (train_state){.best_top1 = -1, .best_epoch = -1, .metrics_bytes = -1};
+    if (o->resume && !resume_from(r, o->resume)) return false;
+    if (!open_run_dir(r, o->resume != NULL)) return false;
+
+    r->train_l = loader_create(&r->train_ds, &r->ac, t->batch, true, t->workers, t->seed);
+    if (r->t.val_dir[0]) r->val_l = loader_create(&r->val_ds, &r->ac, t->batch, false, t->workers, t->seed);
+    int bpe = loader_batches_per_epoch(r->train_l);
+    if (bpe < t->accum) {
         fprintf(stderr, "error: train.batch %d x train.accum_steps %d exceeds the %d training images of %s\n",
-                t.batch, t.accum, train_ds.n, t.train_dir);
-        return 1;
+                t->batch, t->accum, r->train_ds.n, t->train_dir);
+        return false;
     }
-    int steps_per_epoch = bpe / t.accum;
-    double scale = t.lr_scale_batch > 0 ? (double)t.batch * t.accum / t.lr_scale_batch : 1.0;
-    lr_schedule sched = {t.lr * scale, t.warmup_lr * scale, t.min_lr * scale,
-                         (int64_t)t.warmup_epochs * steps_per_epoch, (int64_t)t.epochs * steps_per_epoch};
-    int total_epochs = t.epochs + t.cooldown_epochs;
-    int K = mc.num_classes, S = mc.img_size, C = mc.in_chans;
-    float *targets = xmalloc(sizeof(float) * (size_t)t.batch * K);
-    char last_path[1200], best_path[1200];
-    snprintf(last_path, sizeof(last_path), "%s/last.safetensors", run_dir);
-    snprintf(best_path, sizeof(best_path), "%s/best.safetensors", run_dir);
-    if (!o->quiet)
+    r->steps_per_epoch = bpe / t->accum;
+    r->total_epochs = t->epochs + t->cooldown_epochs;
+    double scale = t->lr_scale_batch > 0 ? (double)t->batch * t->accum / t->lr_scale_batch : 1.0;
+    r->sched = (lr_schedule){t->lr * scale, t->warmup_lr * scale, t->min_lr * scale,
+                             (int64_t)t->warmup_epochs * r->steps_per_epoch,
+                             (int64_t)t->epochs * r->steps_per_epoch};
+    r->targets = xmalloc(sizeof(float) * (size_t)t->batch * r->mc.num_classes);
+    if (!r->quiet)
         printf("vitc train: %s (%lld params) on %s: %d images, %d classes; %d steps/epoch, %d epochs\n",
-               mc.name, (long long)m->ps.numel, t.train_dir, train_ds.n, train_ds.n_classes,
-               steps_per_epoch, total_epochs);
+               r->mc.name, (long long)r->m->ps.numel, t->train_dir, r->train_ds.n, r->train_ds.n_classes,
+               r->steps_per_epoch, r->total_epochs);
+    return true;
+}
 
-    fprintf(metrics,
-            "{\"type\": \"start\", \"model\": \"%s\", \"params\": %lld, \"macs\": %.0f, "
-            "\"train_images\": %d, \"threads\": %d, \"epoch\": %d}\n",
-            mc.name, (long long)m->ps.numel, model_macs(m), train_ds.n, vitc_threads(), st.epoch);
-    fflush(metrics);
+static void run_close(run *r) {
+    if (r->metrics) fclose(r->metrics);
+    free(r->targets);
+    free(r->ema);
+    free(r->resolved);
+    cJSON_free(r->classes);
+    loader_free(r->train_l);
+    loader_free(r->val_l);
+    if (r->m) adamw_free(&r->opt);
+    model_free(r->m);
+    dataset_free(&r->train_ds);
+    dataset_free(&r->val_ds);
+}
+
+/* one optimizer step: train.accum_steps micro-batches forward and backward, clipping, AdamW, EMA;
+ * false (after the error) on a non-finite loss, which leaves the last checkpoint as it was */
+static bool train_step(run *r, int epoch) {
+    const train_config *t = &r->t;
+    int K = r->mc.num_classes, S = r->mc.img_size, C = r->mc.in_chans;
+    for (int micro = 0; micro < t->accum; micro++) {
+        batch b;
+        CHECK(loader_next(r->train_l, &b), "the training loader ended before step %lld", (long long)r->st.step);
+        r->st.epoch_skipped += b.skipped;
+        /* mixup and drop path draw from (seed, micro-batch): a resumed run draws the same */
+        uint64_t stream = t->seed * 1000003u + (uint64_t)(r->st.step * t->accum + micro);
+        rng g;
+        rng_seed(&g, stream, RNG_MIXUP);
+        mixup_apply(&t->mix, b.images, b.n, S, S, C, b.labels, K, r->targets, &g);
+        rng_seed(&g, stream, RNG_DROP_PATH);
+        forward_opts fo = {.train = true, .rng = &g};
+        if (micro == 0) params_zero_grad(&r->m->ps);
+        tensor *x = tensor_wrap(b.images, 4, (int[]){b.n, S, S, C});
+        tensor *y = tensor_wrap(r->targets, 2, (int[]){b.n, K});
+        tensor *loss = op_cross_entropy(model_forward(r->m, x, &fo), y);
+        float lv = loss->data[0];
+        if (!isfinite(lv)) {
+            fprintf(stderr, "\nerror: loss is %s at epoch %d, step %lld: stopping; the last good "
+                    "checkpoint (%s) is kept\n", isnan(lv) ? "NaN" : "Inf", epoch + 1,
+                    (long long)r->st.step, r->last_path);
+            return false;
+        }
+        const float seed_grad = 1.0f / (float)t->accum;
+        tape_backward_consuming(loss, &seed_grad);
+        tape_reset();
+        r->mem = vitc_arena.peak + (size_t)r->m->ps.numel * 4 * (t->ema ? 5 : 4);
+        arena_reset(&vitc_arena);
+        r->st.epoch_loss_sum += lv;
+        r->st.epoch_batches++;
+        r->timed_batches++;
+        r->since_log++;
+        r->last_loss = lv;
+    }
+    r->lr = lr_at(&r->sched, r->st.step);
+    clip_grad_norm(&r->m->ps, t->clip_grad);
+    adamw_step(&r->opt, &r->m->ps, r->lr);
+    if (r->ema) {
+        double d = t->ema_warmup ? fmin(t->ema_decay, (1.0 + r->st.step) / (10.0 + r->st.step)) : t->ema_decay;
+        ema_update(r->ema, &r->m->ps, d);
+    }
+    r->st.step++;
+    return true;
+}
+
+/* a metrics line every run.log_every steps and at the epoch's end; the progress line */
+static void log_step(run *r, int epoch) {
+    const train_config *t = &r->t;
+    int total = r->steps_per_epoch * t->accum;
+    int done = (int)(r->st.step - (int64_t)epoch * r->steps_per_epoch) * t->accum;
+    double img_s = (double)r->timed_batches * t->batch / fmax(now_s() - r->t_epoch, 1e-9);
+    bool logged = r->st.step % t->log_every == 0 || done == total;
+    if (logged) {
+        fprintf(r->metrics,
+                "{\"type\": \"step\", \"epoch\": %d, \"step\": %lld, \"loss\": %.8g, \"lr\": "
+                "%.8g, \"img_s\": %.2f}\n",
+                epoch + 1, (long long)r->st.step, r->last_loss, r->lr,
+                r->since_log * t->batch / fmax(now_s() - r->t_log, 1e-9));
+        fflush(r->metrics);
+        r->t_log = now_s();
+        r->since_log = 0;
+    }
+    progress(r->quiet, logged, epoch, r->total_epochs, done, total, r->st.epoch_loss_sum / r->st.epoch_batches,
+             r->lr, img_s, (total - done) * t->batch / fmax(img_s, 1e-9), r->mem);
+}
+
+/* last.safetensors, resumable from this very step */
+static bool save_last(run *r) {
+    char err[4096];
+    struct stat sb;
+    r->st.metrics_bytes = fstat(fileno(r->metrics), &sb) == 0 ? (int64_t)sb.st_size : -1;
+    if (checkpoint_save(r->last_path, r->m, r->resolved, r->classes, &r->opt, r->ema, &r->st, err, sizeof(err)))
+        return true;
+    fprintf(stderr, "\nerror: %s\n", err);
+    return false;
+}
+
+/* the steps of the epoch under way, from where a resumed run left it, with step checkpoints */
+static int train_epoch(run *r) {
+    const train_config *t = &r->t;
+    int epoch = r->st.epoch;
+    int64_t end_step = (int64_t)(epoch + 1) * r->steps_per_epoch;
+    int done_steps = (int)(r->st.step - (int64_t)epoch * r->steps_per_epoch);
+    loader_start_epoch(r->train_l, epoch, done_steps * t->accum);
+    r->t_epoch = r->t_log = now_s();
+    r->timed_batches = r->since_log = 0;
+    while (r->st.step < end_step) {
+        if (!train_step(r, epoch)) return RUN_ERROR;
+        log_step(r, epoch);
+        if (interrupted || (t->stop_after && r->st.step >= t->stop_after)) {
+            if (!save_last(r)) return RUN_ERROR;
+            fprintf(stderr, "\n%s at step %lld: saved a resumable checkpoint to %s\n",
+                    interrupted ? "interrupted" : "stopping", (long long)r->st.step, r->last_path);
+            return interrupted ? RUN_INTERRUPTED : RUN_STOPPED;
+        }
+        /* the epoch's end writes its own checkpoint */
+        if (t->save_every && r->st.step % t->save_every == 0 && r->st.step < end_step && !save_last(r))
+            return RUN_ERROR;
+    }
+    return RUN_OK;
+}
+
+/* validation of the weights and of their EMA (swapped in for it) */
+static void evaluate_run(run *r, eval_result *raw, eval_result *ev_ema) {
+    if (!r->val_l) return;
+    *raw = evaluate(r->m, r->val_l);
+    if (!r->ema) return;
+    size_t bytes = sizeof(float) * (size_t)r->m->ps.numel;
+    float *keep = xmalloc(bytes);
+    memcpy(keep, r->m->ps.data, bytes);
+    memcpy(r->m->ps.data, r->ema, bytes);
+    *ev_ema = evaluate(r->m, r->val_l);
+    memcpy(r->m->ps.data, keep, bytes);
+    free(keep);
+}
+
+/* validation, the epoch's summary (metrics and terminal), last and best checkpoints */
+static int finish_epoch(run *r) {
+    double t_trained = now_s() - r->t_epoch;
+    if (!r->quiet && isatty(fileno(stderr))) fputc('\n', stderr);
+    train_state *st = &r->st;
+    st->epoch++;
+    eval_result raw = {0}, ev_ema = {0};
+    evaluate_run(r, &raw, &ev_ema);
+    double top1 = r->ema && ev_ema.top1 > raw.top1 ? ev_ema.top1 : raw.top1;
+    bool best = r->val_l && top1 > st->best_top1;
+    if (best) st->best_top1 = top1, st->best_epoch = st->epoch;
+    double train_loss = st->epoch_loss_sum / (st->epoch_batches ? st->epoch_batches : 1);
+    double epoch_s = now_s() - r->t_epoch;
+    fprintf(r->metrics,
+            "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g, "
+            "\"val_top1\": %.4f, \"val_top5\": %.4f, \"val_loss\": %.6g, \"ema_top1\": %.4f, "
+            "\"ema_top5\": %.4f, \"time_s\": %.2f, \"train_img_s\": %.2f, \"skipped_files\": %d}\n",
+            st->epoch, (long long)st->step, train_loss, raw.top1, raw.top5, raw.loss, ev_ema.top1,
+            ev_ema.top5, epoch_s, r->timed_batches * r->t.batch / fmax(t_trained, 1e-9), st->epoch_skipped);
+    fflush(r->metrics);
+    if (!r->quiet) {
+        printf("epoch %d/%d: train loss %.4f", st->epoch, r->total_epochs, train_loss);
+        if (r->val_l) printf(", val top-1 %.2f%% top-5 %.2f%% loss %.4f", raw.top1, raw.top5, raw.loss);
+        if (r->val_l && r->ema) printf(", EMA top-1 %.2f%%", ev_ema.top1);
+        if (st->epoch_skipped) printf(", %d unreadable files skipped", st->epoch_skipped);
+        printf(" (%.1fs)\n", epoch_s);
+        fflush(stdout);
+    }
+    st->epoch_loss_sum = 0;
+    st->epoch_batches = st->epoch_skipped = 0;
+    if (!save_last(r)) return RUN_ERROR;
+    char err[4096];
+    if (best && !checkpoint_save(r->best_path, r->m, r->resolved, r->classes, &r->opt, r->ema, st, err,
+                                 sizeof(err))) {
+        fprintf(stderr, "error: %s\n", err);
+        return RUN_ERROR;
+    }
+    return RUN_OK;
+}
+
+int train_run(config *c, const train_options *o) {
+    run r = {0};
+    int code = run_open(&r, c, o) ? RUN_OK : RUN_ERROR;
     signal(SIGINT, on_sigint);
     interrupted = 0;
-    int code = 0;
-    for (int epoch = st.epoch; epoch < total_epochs && !code; epoch++) {
-        loader_start_epoch(train_l, epoch);
-        int skip = (int)(st.step * t.accum - (int64_t)epoch * steps_per_epoch * t.accum);
-        double t_epoch = now_s(), loss_sum = 0, t_log = now_s(), t_trained = 0;
-        int seen = 0, skipped_files = 0, since_log = 0;
-        batch b;
-        for (int bi = 0; bi < steps_per_epoch * t.accum && loader_next(train_l, &b); bi++) {
-            skipped_files += b.skipped;
-            if (bi < skip) continue;
-            int micro = bi % t.accum;
-            rng r;
-            rng_seed(&r, t.seed * 1000003u + (uint64_t)(st.step * t.accum + micro), RNG_MIXUP);
-            mixup_apply(&t.mix, b.images, b.n, S, S, C, b.labels, K, targets, &r);
-            rng_seed(&r, t.seed * 1000003u + (uint64_t)(st.step * t.accum + micro), RNG_DROP_PATH);
-            forward_opts fo = {.train = true, .rng = &r};
-            if (micro == 0) params_zero_grad(&m->ps);
-            tensor *x = tensor_wrap(b.images, 4, (int[]){b.n, S, S, C});
-            tensor *y = tensor_wrap(targets, 2, (int[]){b.n, K});
-            tensor *loss = op_cross_entropy(model_forward(m, x, &fo), y);
-            float lv = loss->data[0];
-            if (!isfinite(lv)) {
-                fprintf(stderr, "\nerror: loss is %s at epoch %d, step %lld: stopping; the last good "
-                        "checkpoint (%s) is kept\n", isnan(lv) ? "NaN" : "Inf", epoch + 1,
-                        (long long)st.step, last_path);
-                code = 1;
-                break;
-            }
-            const float seed_grad = 1.0f / (float)t.accum;
-            tape_backward_consuming(loss, &seed_grad);
-            tape_reset();
-            size_t mem = vitc_arena.peak + (size_t)m->ps.numel * 4 * (t.ema ? 5 : 4);
-            arena_reset(&vitc_arena);
-            loss_sum += lv;
-            seen++;
-            since_log++;
-            if (micro < t.accum - 1) continue;
-            double lr = lr_at(&sched, st.step);
-            clip_grad_norm(&m->ps, t.clip_grad);
-            adamw_step(&opt, &m->ps, lr);
-            if (ema) {
-                double d = t.ema_warmup ? fmin(t.ema_decay, (1.0 + st.step) / (10.0 + st.step)) : t.ema_decay;
-                ema_update(ema, &m->ps, d);
-            }
-            st.step++;
-            int done = bi + 1;
-            double el = now_s() - t_epoch;
-            double img_s = (double)done * t.batch / fmax(el, 1e-9);
-            bool log_step = st.step % t.log_every == 0 || done == steps_per_epoch * t.accum;
-            if (log_step) {
-                double dt = now_s() - t_log;
-                fprintf(metrics,
-                        "{\"type\": \"step\", \"epoch\": %d, \"step\": %lld, \"loss\": %.8g, \"lr\": "
-                        "%.8g, \"img_s\": %.2f}\n",
-                        epoch + 1, (long long)st.step, lv, lr, since_log * t.batch / fmax(dt, 1e-9));
-                fflush(metrics);
-                t_log = now_s();
-                since_log = 0;
-            }
-            progress(o->quiet, log_step, epoch, total_epochs, done, steps_per_epoch * t.accum, loss_sum / seen,
-                     lr, img_s, (steps_per_epoch * t.accum - done) * t.batch / fmax(img_s, 1e-9), mem);
-            if (interrupted || (t.stop_after && st.step >= t.stop_after)) {
-                st.epoch = epoch;
-                if (!checkpoint_save(last_path, m, resolved, classes, &opt, ema, &st, err, sizeof(err))) {
-                    fprintf(stderr, "\nerror: %s\n", err);
-                    return 1;
-                }
-                fprintf(stderr, "\n%s at step %lld: saved a resumable checkpoint to %s\n",
-                        interrupted ? "interrupted" : "stopping", (long long)st.step, last_path);
-                code = interrupted ? 130 : 0;
-                goto done;
-            }
-        }
-        if (code) break;
-        t_trained = now_s() - t_epoch;
-        if (!o->quiet && isatty(fileno(stderr))) fputc('\n', stderr);
-        st.epoch = epoch + 1;
-        eval_result raw = {0}, ev_ema = {0};
-        if (val_l) {
-            raw = evaluate(m, val_l);
-            if (ema) { /* swap the EMA weights in for evaluation */
-                float *keep = xmalloc(sizeof(float) * (size_t)m->ps.numel);
-                memcpy(keep, m->ps.data, sizeof(float) * (size_t)m->ps.numel);
-                memcpy(m->ps.data, ema, sizeof(float) * (size_t)m->ps.numel);
-                ev_ema = evaluate(m, val_l);
-                memcpy(m->ps.data, keep, sizeof(float) * (size_t)m->ps.numel);
-                free(keep);
-            }
-        }
-        double top1 = ema && ev_ema.top1 > raw.top1 ? ev_ema.top1 : raw.top1;
-        bool best = val_l && top1 > st.best_top1;
-        if (best) st.best_top1 = top1, st.best_epoch = st.epoch;
-        double train_s = now_s() - t_epoch;
-        fprintf(metrics,
-                "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g, "
-                "\"val_top1\": %.4f, \"val_top5\": %.4f, \"val_loss\": %.6g, \"ema_top1\": %.4f, "
-                "\"ema_top5\": %.4f, \"time_s\": %.2f, \"train_img_s\": %.2f, \"skipped_files\": %d}\n",
-                st.epoch, (long long)st.step, loss_sum / (seen ? seen : 1), raw.top1, raw.top5,
-                raw.loss, ev_ema.top1, ev_ema.top5, train_s, seen * t.batch / fmax(t_trained, 1e-9),
-                skipped_files);
-        fflush(metrics);
-        if (!o->quiet) {
-            printf("epoch %d/%d: train loss %.4f", st.epoch, total_epochs, loss_sum / (seen ? seen : 1));
-            if (val_l) printf(", val top-1 %.2f%% top-5 %.2f%% loss %.4f", raw.top1, raw.top5, raw.loss);
-            if (val_l && ema) printf(", EMA top-1 %.2f%%", ev_ema.top1);
-            if (skipped_files) printf(", %d unreadable files skipped", skipped_files);
-            printf(" (%.1fs)\n", train_s);
-            fflush(stdout);
-        }
-        if (!checkpoint_save(last_path, m, resolved, classes, &opt, ema, &st, err, sizeof(err)) ||
-            (best && !checkpoint_save(best_path, m, resolved, classes, &opt, ema, &st, err, sizeof(err)))) {
-            fprintf(stderr, "error: %s\n", err);
-            code = 1;
-        }
+    while (code == RUN_OK && r.st.epoch < r.total_epochs) {
+        code = train_epoch(&r);
+        if (code == RUN_OK) code = finish_epoch(&r);
     }
-    if (!code && st.epoch == total_epochs) /* marks a finished run (tools/sweep.sh skips these) */
-        fprintf(metrics, "{\"type\": \"end\", \"epochs\": %d, \"best_top1\": %.4f, \"best_epoch\": %d}\n",
-                st.epoch, st.best_top1, st.best_epoch);
-done:
+    if (code == RUN_OK) /* marks a finished run (tools/sweep.sh skips these) */
+        fprintf(r.metrics, "{\"type\": \"end\", \"epochs\": %d, \"best_top1\": %.4f, \"best_epoch\": %d}\n",
+                r.st.epoch, r.st.best_top1, r.st.best_epoch);
     signal(SIGINT, SIG_DFL);
-    fclose(metrics);
-    free(targets);
-    free(ema);
-    free(resolved);
-    cJSON_free(classes);
-    loader_free(train_l);
-    loader_free(val_l);
-    adamw_free(&opt);
-    model_free(m);
-    dataset_free(&train_ds);
-    dataset_free(&val_ds);
-    return code;
+    run_close(&r);
+    return code == RUN_STOPPED ? 0 : code;
 }
