@@ -29,7 +29,9 @@ DEPS_GROUPS := build $(sort $(call goal_groups,test,test) $(call goal_groups,dem
 # deferred: the directory exists only once check-deps has installed the package
 BLAS_OMP_DIR = $(firstword $(wildcard /usr/lib/*/openblas-openmp))
 LDFLAGS += -L$(BLAS_OMP_DIR) -Wl,-rpath,$(BLAS_OMP_DIR)
-LDLIBS += -lopenblas -lstb -lcjson
+LDLIBS += -lopenblas -lstb -lcjson -lmpi
+# OpenMPI's headers are outside the default path (src/dist/ includes them)
+MPI_INCLUDE = $(firstword $(wildcard /usr/lib/*/openmpi/include))
 ifeq ($(NO_OMP),1)
   CFLAGS += -Wno-unknown-pragmas
 else
@@ -45,6 +47,7 @@ LIB_SRC   := $(wildcard src/*/*.c) $(wildcard models/*.c) $(wildcard models/attn
 TEST_SRC  := $(wildcard tests/*.c)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
+$(BUILD)/src/dist/%.o: CFLAGS += -I$(MPI_INCLUDE)
 
 CLIS := train eval
 
@@ -135,8 +138,8 @@ fuzz: check-deps
 	@mkdir -p build/fuzz/corpus_checkpoint build/fuzz/corpus_config
 	cp tests/fixtures/converted_swin_agent.safetensors build/fuzz/corpus_checkpoint/
 	cp configs/*.json configs/tiny/*.json build/fuzz/corpus_config/
-	clang $(FUZZ_FLAGS) tests/fuzz/fuzz_checkpoint.c $(FUZZ_LIB_SRC) -o build/fuzz/fuzz_checkpoint $(LDLIBS) $(filter -L% -Wl%,$(LDFLAGS))
-	clang $(FUZZ_FLAGS) tests/fuzz/fuzz_config.c $(FUZZ_LIB_SRC) -o build/fuzz/fuzz_config $(LDLIBS) $(filter -L% -Wl%,$(LDFLAGS))
+	clang $(FUZZ_FLAGS) -I$(MPI_INCLUDE) tests/fuzz/fuzz_checkpoint.c $(FUZZ_LIB_SRC) -o build/fuzz/fuzz_checkpoint $(LDLIBS) $(filter -L% -Wl%,$(LDFLAGS))
+	clang $(FUZZ_FLAGS) -I$(MPI_INCLUDE) tests/fuzz/fuzz_config.c $(FUZZ_LIB_SRC) -o build/fuzz/fuzz_config $(LDLIBS) $(filter -L% -Wl%,$(LDFLAGS))
 	ASAN_OPTIONS=detect_leaks=0 build/fuzz/fuzz_checkpoint -max_total_time=$(FUZZ_SECONDS) -detect_leaks=0 -max_len=300000 -artifact_prefix=build/fuzz/ build/fuzz/corpus_checkpoint
 	ASAN_OPTIONS=detect_leaks=0 build/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -detect_leaks=0 -artifact_prefix=build/fuzz/ build/fuzz/corpus_config
 

@@ -43,6 +43,11 @@ probe_libopenblas_openmp_dev() {
 }
 probe_libstb_dev() { links "stdio.h stb_image.h stb_image_write.h" stbi_load_from_memory -lstb; }
 probe_libcjson_dev() { links cjson/cJSON.h cJSON_Parse -lcjson; }
+probe_libopenmpi_dev() {
+    local dir; dir=$(ls -d /usr/lib/*/openmpi/include 2>/dev/null | head -n 1)
+    [ -n "$dir" ] && links mpi.h MPI_Init -I"$dir" -lmpi
+}
+probe_openmpi_bin() { command -v mpirun >/dev/null; }
 probe_gnuplot_nox() { command -v gnuplot >/dev/null; }
 probe_dataset_fashion_mnist() { [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; }
 probe_clang() { command -v clang >/dev/null; }
@@ -54,7 +59,7 @@ probe_python3_torch() { /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; }
 
 group_packages() {
     case $1 in
-    build) echo build-essential libopenblas-openmp-dev libstb-dev libcjson-dev ;;
+    build) echo build-essential libopenblas-openmp-dev libstb-dev libcjson-dev libopenmpi-dev openmpi-bin ;;
     test) echo gnuplot-nox ;;             # the plot tests
     demo) echo dataset-fashion-mnist ;;
     plots) echo gnuplot-nox ;;

@@ -7,6 +7,7 @@
 #include "../models/model.h"
 #include "core/check.h"
 #include "core/threads.h"
+#include "dist/dist.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -33,6 +34,7 @@ static const char *find_config(const char *name, char *buf, size_t len) {
 }
 
 int main(int argc, char **argv) {
+    dist_init(&argc, &argv);
     const char *files[16], *sets[256];
     int n_files = 0, n_sets = 0, threads = 0;
     char paths[16][512], out_set[1100];
@@ -82,6 +84,11 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    /* processes on one host share its cores */
+    if (!threads && dist_local_size() > 1) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores > dist_local_size() ? (int)(cores / dist_local_size()) : 1;
+    }
     vitc_set_threads(threads);
     if (o.quiet) vitc_log_level = LOG_WARN;
     config c;
@@ -111,5 +118,6 @@ int main(int argc, char **argv) {
         code = train_run(&c, &o);
     }
     config_free(&c);
+    dist_finalize();
     return code;
 }

@@ -59,17 +59,29 @@ static void give_back_activations(const tape_node *node, bool consuming) {
     give_back(node->out);
 }
 
+static tape_backward_hook hook;
+static void *hook_ctx;
+
+void tape_set_backward_hook(tape_backward_hook fn, void *ctx) {
+    hook = fn;
+    hook_ctx = ctx;
+}
+
+const tape_node *tape_node_at(int i) { return &tape.nodes[i]; }
+
 static void run_backward(bool consuming) {
     for (int i = tape.n - 1; i >= 0; i--) {
         tape_node *node = &tape.nodes[i];
-        if (!node->out->grad) continue; /* nothing downstream of this node reached the loss */
-        op_table[node->op].backward(node);
-        /* the output's gradient is complete and now consumed, and so are the node's activations:
-         * their memory serves later gradients */
-        if (node->out->grad) /* (an input may have taken it over) */
-            arena_give_back(&vitc_arena, node->out->grad, (size_t)node->out->numel * sizeof(float));
-        node->out->grad = NULL;
-        give_back_activations(node, consuming);
+        if (node->out->grad) { /* else nothing downstream of this node reached the loss */
+            op_table[node->op].backward(node);
+            /* the output's gradient is complete and now consumed, and so are the node's
+             * activations: their memory serves later gradients */
+            if (node->out->grad) /* (an input may have taken it over) */
+                arena_give_back(&vitc_arena, node->out->grad, (size_t)node->out->numel * sizeof(float));
+            node->out->grad = NULL;
+            give_back_activations(node, consuming);
+        }
+        if (hook) hook(i, hook_ctx);
     }
 }
 

@@ -45,6 +45,12 @@ void tape_backward_from(tensor *out, const float *seed);
 void tape_backward_consuming(tensor *out, const float *seed);
 /* Runs the reverse pass over the whole tape with the gradients already seeded by the caller. */
 void tape_run_backward(void);
+/* Called after the backward of each node, in reverse order (also for nodes that had nothing to do),
+ * with the node's index: data-parallel training starts sending the gradients no earlier node
+ * touches. NULL removes it. */
+typedef void (*tape_backward_hook)(int node, void *ctx);
+void tape_set_backward_hook(tape_backward_hook fn, void *ctx);
+const tape_node *tape_node_at(int i);
 /* Forgets all nodes (call together with arena_reset). */
 void tape_reset(void);
 int tape_size(void);

@@ -54,6 +54,10 @@ typedef struct batch {
 loader *loader_create(const dataset *d, const augment_config *a, int batch_size, bool train,
                       int workers, uint64_t seed);
 void loader_free(loader *l);
+/* Data-parallel processes: this loader returns only part `shard` (0-based) of `shards` of every
+ * batch, contiguous and of near-equal sizes; the batches and their samples stay those of one process
+ * (call before the first epoch). */
+void loader_shard(loader *l, int shard, int shards);
 /* Starts an epoch at batch first_batch (0, or where a resumed run left it); batches are then
  * returned in order by loader_next until it returns false. */
 void loader_start_epoch(loader *l, int epoch, int first_batch);

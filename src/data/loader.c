@@ -25,6 +25,7 @@ struct loader {
     const dataset *d;
     augment_config a;
     int batch, n_batches, n_slots, workers;
+    int shard, shards; /* this process takes part `shard` of `shards` of every batch */
     bool train;
     uint64_t seed;
     int epoch, next_fill, next_return, busy;
@@ -68,7 +69,9 @@ static bool load_sample(loader *l, int idx, float *dst) {
 
 static void fill_slot(loader *l, slot *s, int b) {
     size_t per = (size_t)l->a.img_size * l->a.img_size * l->a.in_chans;
-    int first = b * l->batch, last = first + l->batch < l->d->n ? first + l->batch : l->d->n;
+    int begin = b * l->batch, end = begin + l->batch < l->d->n ? begin + l->batch : l->d->n;
+    int first = begin + (int)((int64_t)(end - begin) * l->shard / l->shards);
+    int last = begin + (int)((int64_t)(end - begin) * (l->shard + 1) / l->shards);
     s->n = s->skipped = 0;
     for (int i = first; i < last; i++) {
         int idx = l->order[i];
@@ -111,6 +114,7 @@ loader *loader_create(const dataset *d, const augment_config *a, int batch_size,
     l->train = train;
     l->workers = workers;
     l->seed = seed;
+    l->shards = 1;
     l->n_batches = train ? d->n / batch_size : (d->n + batch_size - 1) / batch_size;
     l->n_slots = workers + 1;
     l->order = xmalloc(sizeof(int) * (size_t)(d->n ? d->n : 1));
@@ -144,6 +148,12 @@ void loader_free(loader *l) {
     free(l->order);
     free(l->warned);
     free(l);
+}
+
+void loader_shard(loader *l, int shard, int shards) {
+    CHECK(shards >= 1 && shard >= 0 && shard < shards, "loader: shard %d of %d", shard, shards);
+    l->shard = shard;
+    l->shards = shards;
 }
 
 void loader_start_epoch(loader *l, int epoch, int first_batch) {

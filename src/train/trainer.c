@@ -16,8 +16,10 @@
 #include "../core/tape.h"
 #include "../core/threads.h"
 #include "../data/data.h"
+#include "../dist/dist.h"
 #include "../ops/ops.h"
 #include "checkpoint.h"
+#include "grad_sync.h"
 #include "mixup.h"
 #include "optim.h"
 
@@ -120,6 +122,11 @@ eval_result evaluate(model *m, loader *l) {
         arena_reset(&vitc_arena);
     }
     tape_set_grad_enabled(prev);
+    /* each rank evaluated its part of every batch: the counts add up to one process's exactly */
+    int64_t counts[3] = {correct1, correct5, r.n};
+    dist_sum_i64(counts, 3);
+    dist_sum_f64(&loss_sum, 1);
+    correct1 = counts[0], correct5 = counts[1], r.n = (int)counts[2];
     if (r.n) {
         r.top1 = 100.0 * correct1 / r.n;
         r.top5 = 100.0 * correct5 / r.n;
@@ -168,7 +175,7 @@ typedef struct run {
     train_config t;
     model_config mc;
     augment_config ac;
-    bool quiet;
+    bool quiet, lead; /* lead: rank 0, the one process that logs and writes checkpoints */
     dataset train_ds, val_ds;
     loader *train_l, *val_l;
     model *m;
@@ -179,6 +186,8 @@ typedef struct run {
     int steps_per_epoch, total_epochs;
     char *resolved, *classes; /* the resolved config and the class names, as JSON */
     FILE *metrics;
+    grad_sync *sync;        /* data-parallel runs */
+    double *step_reduced;   /* per step, summed over the ranks: micro-batch losses, skipped files, Ctrl-C */
     char metrics_path[1200], last_path[1200], best_path[1200];
     /* the epoch under way in this process: timing, and what the progress line shows */
     double t_epoch, t_log, lr;
@@ -270,11 +279,34 @@ static bool open_run_dir(run *r, bool resumed) {
     return true;
 }
 
+/* 25 MB: large enough that the per-message latency is small against the bandwidth term (see
+ * docs/distributed.md), small enough that the last bucket is short */
+#define GRAD_BUCKET_BYTES (25u << 20)
+
+/* Every rank starts from rank 0's weights, optimizer state, EMA and training state (the same after
+ * an initialisation from the same seed or a resume from the same file, but then it is certain). */
+static void share_start(run *r) {
+    if (dist_size() == 1) return;
+    size_t bytes = sizeof(float) * (size_t)r->m->ps.numel;
+    dist_broadcast(r->m->ps.data, bytes, 0);
+    dist_broadcast(r->opt.m, bytes, 0);
+    dist_broadcast(r->opt.v, bytes, 0);
+    dist_broadcast(&r->opt.step, sizeof(r->opt.step), 0);
+    if (r->ema) dist_broadcast(r->ema, bytes, 0);
+    dist_broadcast(&r->st, sizeof(r->st), 0);
+}
+
 /* everything before the first step; false after printing the error */
 static bool run_open(run *r, config *c, const train_options *o) {
     read_all(c, &r->mc, &r->ac, &r->t);
     const train_config *t = &r->t;
-    r->quiet = o->quiet;
+    r->lead = dist_rank() == 0;
+    r->quiet = o->quiet || !r->lead;
+    if (t->batch % dist_size()) {
+        fprintf(stderr, "error: train.batch %d is the global batch and must divide among the %d processes\n",
+                t->batch, dist_size());
+        return false;
+    }
     r->resolved = config_to_json(c);
     if (!open_datasets(r)) return false;
     r->m = model_create(&r->mc, t->seed);
@@ -286,10 +318,15 @@ static bool run_open(run *r, config *c, const train_options *o) {
     }
     r->st = (train_state){.best_top1 = -1, .best_epoch = -1, .metrics_bytes = -1};
     if (o->resume && !resume_from(r, o->resume)) return false;
-    if (!open_run_dir(r, o->resume != NULL)) return false;
+    share_start(r);
+    if (r->lead && !open_run_dir(r, o->resume != NULL)) return false;
 
     r->train_l = loader_create(&r->train_ds, &r->ac, t->batch, true, t->workers, t->seed);
-    if (r->t.val_dir[0]) r->val_l = loader_create(&r->val_ds, &r->ac, t->batch, false, t->workers, t->seed);
+    loader_shard(r->train_l, dist_rank(), dist_size());
+    if (r->t.val_dir[0]) {
+        r->val_l = loader_create(&r->val_ds, &r->ac, t->batch, false, t->workers, t->seed);
+        loader_shard(r->val_l, dist_rank(), dist_size());
+    }
     int bpe = loader_batches_per_epoch(r->train_l);
     if (bpe < t->accum) {
         fprintf(stderr, "error: train.batch %d x train.accum_steps %d exceeds the %d training images of %s\n",
@@ -303,6 +340,8 @@ static bool run_open(run *r, config *c, const train_options *o) {
                              (int64_t)t->warmup_epochs * r->steps_per_epoch,
                              (int64_t)t->epochs * r->steps_per_epoch};
     r->targets = xmalloc(sizeof(float) * (size_t)t->batch * r->mc.num_classes);
+    r->step_reduced = xmalloc(sizeof(double) * (size_t)(t->accum + 2));
+    if (dist_size() > 1) r->sync = grad_sync_create(&r->m->ps, GRAD_BUCKET_BYTES);
     if (!r->quiet)
         printf("vitc train: %s (%lld params) on %s: %d images, %d classes; %d steps/epoch, %d epochs\n",
                r->mc.name, (long long)r->m->ps.numel, t->train_dir, r->train_ds.n, r->train_ds.n_classes,
@@ -313,6 +352,8 @@ static bool run_open(run *r, config *c, const train_options *o) {
 static void run_close(run *r) {
     if (r->metrics) fclose(r->metrics);
     free(r->targets);
+    free(r->step_reduced);
+    grad_sync_free(r->sync);
     free(r->ema);
     free(r->resolved);
     cJSON_free(r->classes);
@@ -329,16 +370,18 @@ static void run_close(run *r) {
 static bool train_step(run *r, int epoch) {
     const train_config *t = &r->t;
     int K = r->mc.num_classes, S = r->mc.img_size, C = r->mc.in_chans;
+    int skipped = 0;
     for (int micro = 0; micro < t->accum; micro++) {
         batch b;
         CHECK(loader_next(r->train_l, &b), "the training loader ended before step %lld", (long long)r->st.step);
-        r->st.epoch_skipped += b.skipped;
-        /* mixup and drop path draw from (seed, micro-batch): a resumed run draws the same */
+        skipped += b.skipped;
+        /* mixup and drop path draw from (seed, micro-batch): a resumed run draws the same. Every rank
+         * mixes its own part of the batch with the same draws; drop path's masks differ per rank */
         uint64_t stream = t->seed * 1000003u + (uint64_t)(r->st.step * t->accum + micro);
         rng g;
         rng_seed(&g, stream, RNG_MIXUP);
         mixup_apply(&t->mix, b.images, b.n, S, S, C, b.labels, K, r->targets, &g);
-        rng_seed(&g, stream, RNG_DROP_PATH);
+        rng_seed(&g, stream + (uint64_t)dist_rank() * 0x9e3779b97f4a7c15u, RNG_DROP_PATH);
         forward_opts fo = {.train = true, .rng = &g};
         if (micro == 0) params_zero_grad(&r->m->ps);
         tensor *x = tensor_wrap(b.images, 4, (int[]){b.n, S, S, C});
@@ -352,16 +395,30 @@ static bool train_step(run *r, int epoch) {
             return false;
         }
         const float seed_grad = 1.0f / (float)t->accum;
+        bool last_micro = micro == t->accum - 1;
+        if (r->sync && last_micro) grad_sync_arm(r->sync);
         tape_backward_consuming(loss, &seed_grad);
+        if (r->sync && last_micro) grad_sync_finish(r->sync);
         tape_reset();
         r->mem = vitc_arena.peak + (size_t)r->m->ps.numel * 4 * (t->ema ? 5 : 4);
         arena_reset(&vitc_arena);
-        r->st.epoch_loss_sum += lv;
+        r->step_reduced[micro] = lv;
         r->st.epoch_batches++;
         r->timed_batches++;
         r->since_log++;
-        r->last_loss = lv;
     }
+    /* the batch's loss is the mean of the ranks' (equal parts); a Ctrl-C seen by any rank stops all
+     * of them at this same step */
+    r->step_reduced[t->accum] = skipped;
+    r->step_reduced[t->accum + 1] = interrupted;
+    if (dist_size() > 1) dist_sum_f64(r->step_reduced, t->accum + 2);
+    for (int micro = 0; micro < t->accum; micro++) {
+        double lv = r->step_reduced[micro] / dist_size();
+        r->st.epoch_loss_sum += lv;
+        r->last_loss = (float)lv;
+    }
+    r->st.epoch_skipped += (int)r->step_reduced[t->accum];
+    if (r->step_reduced[t->accum + 1] > 0) interrupted = 1;
     r->lr = lr_at(&r->sched, r->st.step);
     clip_grad_norm(&r->m->ps, t->clip_grad);
     adamw_step(&r->opt, &r->m->ps, r->lr);
@@ -380,7 +437,7 @@ static void log_step(run *r, int epoch) {
     int done = (int)(r->st.step - (int64_t)epoch * r->steps_per_epoch) * t->accum;
     double img_s = (double)r->timed_batches * t->batch / fmax(now_s() - r->t_epoch, 1e-9);
     bool logged = r->st.step % t->log_every == 0 || done == total;
-    if (logged) {
+    if (logged && r->lead) {
         fprintf(r->metrics,
                 "{\"type\": \"step\", \"epoch\": %d, \"step\": %lld, \"loss\": %.8g, \"lr\": "
                 "%.8g, \"img_s\": %.2f}\n",
@@ -396,6 +453,7 @@ static void log_step(run *r, int epoch) {
 
 /* last.safetensors, resumable from this very step */
 static bool save_last(run *r) {
+    if (!r->lead) return true;
     char err[4096];
     struct stat sb;
     r->st.metrics_bytes = fstat(fileno(r->metrics), &sb) == 0 ? (int64_t)sb.st_size : -1;
@@ -419,7 +477,7 @@ static int train_epoch(run *r) {
         log_step(r, epoch);
         if (interrupted || (t->stop_after && r->st.step >= t->stop_after)) {
             if (!save_last(r)) return RUN_ERROR;
-            fprintf(stderr, "\n%s at step %lld: saved a resumable checkpoint to %s\n",
+            if (r->lead) fprintf(stderr, "\n%s at step %lld: saved a resumable checkpoint to %s\n",
                     interrupted ? "interrupted" : "stopping", (long long)r->st.step, r->last_path);
             return interrupted ? RUN_INTERRUPTED : RUN_STOPPED;
         }
@@ -457,13 +515,15 @@ static int finish_epoch(run *r) {
     if (best) st->best_top1 = top1, st->best_epoch = st->epoch;
     double train_loss = st->epoch_loss_sum / (st->epoch_batches ? st->epoch_batches : 1);
     double epoch_s = now_s() - r->t_epoch;
-    fprintf(r->metrics,
-            "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g, "
-            "\"val_top1\": %.4f, \"val_top5\": %.4f, \"val_loss\": %.6g, \"ema_top1\": %.4f, "
-            "\"ema_top5\": %.4f, \"time_s\": %.2f, \"train_img_s\": %.2f, \"skipped_files\": %d}\n",
-            st->epoch, (long long)st->step, train_loss, raw.top1, raw.top5, raw.loss, ev_ema.top1,
-            ev_ema.top5, epoch_s, r->timed_batches * r->t.batch / fmax(t_trained, 1e-9), st->epoch_skipped);
-    fflush(r->metrics);
+    if (r->lead) {
+        fprintf(r->metrics,
+                "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g, "
+                "\"val_top1\": %.4f, \"val_top5\": %.4f, \"val_loss\": %.6g, \"ema_top1\": %.4f, "
+                "\"ema_top5\": %.4f, \"time_s\": %.2f, \"train_img_s\": %.2f, \"skipped_files\": %d}\n",
+                st->epoch, (long long)st->step, train_loss, raw.top1, raw.top5, raw.loss, ev_ema.top1,
+                ev_ema.top5, epoch_s, r->timed_batches * r->t.batch / fmax(t_trained, 1e-9), st->epoch_skipped);
+        fflush(r->metrics);
+    }
     if (!r->quiet) {
         printf("epoch %d/%d: train loss %.4f", st->epoch, r->total_epochs, train_loss);
         if (r->val_l) printf(", val top-1 %.2f%% top-5 %.2f%% loss %.4f", raw.top1, raw.top5, raw.loss);
@@ -476,7 +536,7 @@ static int finish_epoch(run *r) {
     st->epoch_batches = st->epoch_skipped = 0;
     if (!save_last(r)) return RUN_ERROR;
     char err[4096];
-    if (best && !checkpoint_save(r->best_path, r->m, r->resolved, r->classes, &r->opt, r->ema, st, err,
+    if (r->lead && best && !checkpoint_save(r->best_path, r->m, r->resolved, r->classes, &r->opt, r->ema, st, err,
                                  sizeof(err))) {
         fprintf(stderr, "error: %s\n", err);
         return RUN_ERROR;
@@ -493,10 +553,12 @@ int train_run(config *c, const train_options *o) {
         code = train_epoch(&r);
         if (code == RUN_OK) code = finish_epoch(&r);
     }
-    if (code == RUN_OK) /* marks a finished run (tools/sweep.sh skips these) */
+    if (code == RUN_OK && r.lead) /* marks a finished run (tools/sweep.sh skips these) */
         fprintf(r.metrics, "{\"type\": \"end\", \"epochs\": %d, \"best_top1\": %.4f, \"best_epoch\": %d}\n",
                 r.st.epoch, r.st.best_top1, r.st.best_epoch);
     signal(SIGINT, SIG_DFL);
+    /* one rank's error ends every rank now: the others would wait for it in the next reduction */
+    if (code == RUN_ERROR && dist_size() > 1) dist_abort(RUN_ERROR);
     run_close(&r);
     return code == RUN_STOPPED ? 0 : code;
 }

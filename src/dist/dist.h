@@ -1,0 +1,41 @@
+/* Data-parallel processes. Started under mpirun (or any launcher that sets the MPI process-manager
+ * environment), the process joins MPI's world; started alone it is rank 0 of 1, MPI is never
+ * initialised and every call below returns at once. The trainer talks to this interface only, so
+ * another transport (NCCL for GPUs) can sit behind it. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Joins the world when launched by an MPI launcher; call before anything else in main. */
+void dist_init(int *argc, char ***argv);
+/* Leaves it (call once at a clean exit; a non-zero exit without it makes mpirun end the job). */
+void dist_finalize(void);
+int dist_rank(void);
+int dist_size(void);
+/* the ranks on this host (threads per rank default to the host's cores divided by it) */
+int dist_local_size(void);
+/* Ends every rank of the job with the exit code at once (no rank waits forever for a dead peer). */
+_Noreturn void dist_abort(int code);
+
+void dist_barrier(void);
+void dist_broadcast(void *data, size_t bytes, int root);
+/* in place, blocking, every rank gets the sum: counters and loss sums */
+void dist_sum_f64(double *x, int n);
+void dist_sum_i64(int64_t *x, int n);
+/* true on every rank when ok is true on every rank */
+bool dist_all(bool ok);
+
+/* Gradient reduction in buckets of one flat fp32 block: a bucket's allreduce starts (non-blocking)
+ * as soon as the backward pass says its gradients are final, so communication overlaps the rest of
+ * the backward; dist_reducer_finish starts what is left, waits, and scales the sum once. */
+typedef struct dist_reducer dist_reducer;
+dist_reducer *dist_reducer_create(float *grad, int64_t n, size_t bucket_bytes);
+void dist_reducer_free(dist_reducer *r);
+/* The gradients from offset `final_from` to the end are final: starts every bucket inside that
+ * range not yet started, and lets the transport progress the ones under way. */
+void dist_reducer_ready(dist_reducer *r, int64_t final_from);
+/* Starts the remaining buckets, waits for all of them and multiplies the block by scale. */
+void dist_reducer_finish(dist_reducer *r, float scale);
+/* seconds spent waiting in dist_reducer_finish since the last call (the part not hidden) */
+double dist_reducer_wait_seconds(dist_reducer *r);
