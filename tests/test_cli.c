@@ -1,79 +1,18 @@
 /* The train and eval commands end to end on a tiny synthetic dataset: loss falls, resume continues
  * the exact trajectory, and every bad input gives its message and exit code. */
 #include <stb_image.h>
-#include <stb_image_write.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "shell.h"
 #include "test.h"
+#include "tiny_run.h"
 
-static char work[256];
+static const char *work;
 
-/* class c images: a bright square at a class-specific corner on noise */
-static void write_split(const char *split, int per_class) {
-    unsigned char px[16 * 16];
-    rng r;
-    rng_seed(&r, (uint64_t)per_class, RNG_TEST);
-    for (int c = 0; c < 3; c++) {
-        char dir[512];
-        snprintf(dir, sizeof(dir), "%s/%s/c%d", work, split, c);
-        char parent[512];
-        snprintf(parent, sizeof(parent), "%s/%s", work, split);
-        mkdir(parent, 0755);
-        mkdir(dir, 0755);
-        for (int i = 0; i < per_class; i++) {
-            for (int p = 0; p < 256; p++) px[p] = (unsigned char)(rng_below(&r, 60));
-            int oy = c == 1 ? 8 : 0, ox = c == 2 ? 8 : 0;
-            for (int y = 0; y < 8; y++)
-                for (int x = 0; x < 8; x++) px[(oy + y) * 16 + ox + x] = 220;
-            char path[600];
-            snprintf(path, sizeof(path), "%s/%03d.png", dir, i);
-            stbi_write_png(path, 16, 16, 1, px, 16);
-        }
-    }
-}
+static void setup(void) { work = tiny_run_dir(); }
 
-static const char *config_path(void) {
-    static char path[300];
-    snprintf(path, sizeof(path), "%s/tiny.json", work);
-    return path;
-}
-
-static void setup(void) {
-    if (work[0]) return;
-    snprintf(work, sizeof(work), "/tmp/vitc_cli_%d", (int)getpid());
-    mkdir(work, 0755);
-    write_split("train", 12);
-    write_split("val", 4);
-    FILE *f = fopen(config_path(), "w");
-    fprintf(f,
-            "{\"model\": {\"name\": \"tiny\", \"arch\": \"deit\", \"img_size\": 16, \"patch_size\": 4,\n"
-            "  \"in_chans\": 1, \"num_classes\": 3, \"embed_dim\": [16], \"depths\": [1], \"num_heads\": [2],\n"
-            "  \"attn\": \"agent\", \"agent_num\": [4], \"drop_path\": 0.1},\n"
-            " \"data\": {\"train\": \"%s/train\", \"val\": \"%s/val\", \"workers\": 2},\n"
-            " \"aug\": {\"randaugment\": \"\", \"reprob\": 0, \"mixup\": 0.8, \"cutmix\": 1.0, \"crop_pct\": 1.0,\n"
-            "  \"scale\": [0.5, 1.0]},\n"
-            " \"train\": {\"epochs\": 3, \"warmup_epochs\": 1, \"batch\": 6, \"lr\": 0.01, \"lr_scale_batch\": 0},\n"
-            " \"ema\": {\"enabled\": true, \"decay\": 0.9},\n"
-            " \"run\": {\"log_every\": 1}}\n",
-            work, work);
-    fclose(f);
-}
-
-/* the "loss" values of the step lines of a metrics.jsonl, in order */
-static int step_losses(const char *run_dir, char losses[][32], int max) {
-    char path[600], line[1024];
-    snprintf(path, sizeof(path), "%s/metrics.jsonl", run_dir);
-    FILE *f = fopen(path, "r");
-    int n = 0;
-    while (f && n < max && fgets(line, sizeof(line), f)) {
-        char *p = strstr(line, "\"loss\": ");
-        if (strstr(line, "\"type\": \"step\"") && p) sscanf(p + 8, "%31[^,]", losses[n++]);
-    }
-    if (f) fclose(f);
-    return n;
-}
+static const char *config_path(void) { return tiny_run_config(); }
 
 TEST(cli_train_loss_falls_and_eval_reports) {
     setup();
@@ -84,7 +23,7 @@ TEST(cli_train_loss_falls_and_eval_reports) {
     char losses[64][32];
     char dir[400];
     snprintf(dir, sizeof(dir), "%s/runs/a", work);
-    int n = step_losses(dir, losses, 64);
+    int n = tiny_run_step_losses(dir, losses, 64);
     EXPECT(n == 18, "%d step lines (3 epochs of 6 steps)", n);
     EXPECT(atof(losses[n - 1]) < atof(losses[0]), "loss did not fall: %s -> %s", losses[0], losses[n - 1]);
     code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --data %s/val", dir, work);
@@ -137,9 +76,9 @@ TEST(cli_resume_continues_the_exact_trajectory) {
     code = run(out, sizeof(out), "./train --resume %s/runs/part/last.safetensors --set run.stop_after_steps=0 --threads 2 --quiet", work);
     EXPECT(code == 0, "resumed run exited %d:\n%s", code, out);
     snprintf(dir, sizeof(dir), "%s/runs/full", work);
-    int nf = step_losses(dir, full, 64);
+    int nf = tiny_run_step_losses(dir, full, 64);
     snprintf(dir, sizeof(dir), "%s/runs/part", work);
-    int nr = step_losses(dir, resumed, 64);
+    int nr = tiny_run_step_losses(dir, resumed, 64);
     EXPECT(nf == 18 && nr == 18, "%d and %d step lines", nf, nr);
     for (int i = 0; i < nf; i++)
         EXPECT(!strcmp(full[i], resumed[i]), "step %d: %s uninterrupted vs %s resumed", i + 1, full[i], resumed[i]);
@@ -368,11 +307,4 @@ TEST(cli_sweep_table_refreshes_a_document) {
     code = run(out, sizeof(out), "printf '<!-- results %s/none -->\\n<!-- /results -->\\n' > %s/bad.md && "
                "tools/doc_tables.sh %s/bad.md", work, work, work);
     EXPECT(code == 2 && strstr(out, "none/results.md: no such table"), "exit %d:\n%s", code, out);
-}
-
-TEST(cli_zz_cleanup) {
-    if (work[0]) {
-        char out[256];
-        run(out, sizeof(out), "rm -rf '%s'", work);
-    }
 }

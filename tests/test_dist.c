@@ -1,0 +1,149 @@
+/* Data-parallel training under mpirun on the tiny task: N ranks follow the 1-process trajectory
+ * (mixup and drop path off, whose draws are per rank), two runs with the same ranks are bit-identical,
+ * a checkpoint of N ranks resumes on M, evaluation sharded over ranks counts exactly as one process,
+ * and a killed rank ends the job. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../src/core/safetensors.h"
+#include "shell.h"
+#include "test.h"
+#include "tiny_run.h"
+
+/* as root OpenMPI wants both variables; 2 cores here, up to 3 ranks */
+#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np "
+/* qkv_bias off: softmax ignores the key bias, whose gradient is then rounding noise that AdamW scales
+ * into full steps of random sign, following no summation order */
+#define SAME_PATH "--set aug.mixup=0 --set aug.cutmix=0 --set model.drop_path=0 --set model.qkv_bias=false --quiet"
+
+static bool have_mpirun(void) {
+    char out[256];
+    return run(out, sizeof(out), "command -v mpirun") == 0;
+}
+
+/* trains the tiny task for `steps` optimizer steps on `ranks` processes (0: without mpirun) into
+ * runs/<name>; returns the exit code */
+static int train(int ranks, const char *name, int steps, char *out, size_t len) {
+    char launcher[160] = "";
+    if (ranks) snprintf(launcher, sizeof(launcher), MPIRUN "%d ", ranks);
+    return run(out, len, "%s./train --config %s --out %s/runs --set run.name=%s --set run.stop_after_steps=%d "
+               SAME_PATH, launcher, tiny_run_config(), tiny_run_dir(), name, steps);
+}
+
+/* the largest relative L2 difference over the tensors of two runs' last.safetensors (weights, AdamW
+ * moments, EMA), or INFINITY when they cannot be compared */
+static double checkpoint_difference(const char *run_a, const char *run_b) {
+    char path[2][600], err[1024];
+    st_file f[2];
+    snprintf(path[0], sizeof(path[0]), "%s/runs/%s/last.safetensors", tiny_run_dir(), run_a);
+    snprintf(path[1], sizeof(path[1]), "%s/runs/%s/last.safetensors", tiny_run_dir(), run_b);
+    if (!st_read(&f[0], path[0], err, sizeof(err))) return INFINITY;
+    if (!st_read(&f[1], path[1], err, sizeof(err))) {
+        st_close(&f[0]);
+        return INFINITY;
+    }
+    double worst = f[0].n == f[1].n && f[0].n > 0 ? 0 : INFINITY;
+    for (int i = 0; i < f[0].n && isfinite(worst); i++) {
+        const st_entry *a = &f[0].entries[i], *b = st_find(&f[1], a->name);
+        if (!b || b->numel != a->numel) {
+            worst = INFINITY;
+            break;
+        }
+        float *va = malloc(sizeof(float) * (size_t)(a->numel + 1)), *vb = malloc(sizeof(float) * (size_t)(a->numel + 1));
+        st_to_f32(a, va);
+        st_to_f32(b, vb);
+        double diff = 0, norm = 0;
+        for (int64_t k = 0; k < a->numel; k++) {
+            diff += ((double)va[k] - vb[k]) * ((double)va[k] - vb[k]);
+            norm += (double)va[k] * va[k];
+        }
+        double rel = norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+        if (rel > worst) worst = rel;
+        free(va);
+        free(vb);
+    }
+    st_close(&f[0]);
+    st_close(&f[1]);
+    return worst;
+}
+
+/* the step losses of two runs agree within rel */
+static void expect_same_losses(const char *run_a, const char *run_b, int steps, double rel) {
+    char dir[600], a[64][32], b[64][32];
+    snprintf(dir, sizeof(dir), "%s/runs/%s", tiny_run_dir(), run_a);
+    int na = tiny_run_step_losses(dir, a, 64);
+    snprintf(dir, sizeof(dir), "%s/runs/%s", tiny_run_dir(), run_b);
+    int nb = tiny_run_step_losses(dir, b, 64);
+    EXPECT(na == steps && nb == steps, "%s logged %d steps, %s %d, expected %d", run_a, na, run_b, nb, steps);
+    for (int i = 0; i < steps; i++) {
+        double x = atof(a[i]), y = atof(b[i]);
+        EXPECT(fabs(x - y) <= rel * fabs(x), "step %d: loss %s (%s) vs %s (%s)", i + 1, a[i], run_a, b[i], run_b);
+    }
+}
+
+TEST(dist_two_and_three_ranks_follow_one_process) {
+    if (!have_mpirun()) SKIP("needs mpirun (Debian's openmpi-bin, which make test installs as root)");
+    char out[16384];
+    int code = train(0, "one", 10, out, sizeof(out));
+    EXPECT(code == 0, "1 process exited %d:\n%s", code, out);
+    code = train(2, "two", 10, out, sizeof(out));
+    EXPECT(code == 0, "2 ranks exited %d:\n%s", code, out);
+    code = train(3, "three", 10, out, sizeof(out));
+    EXPECT(code == 0, "3 ranks exited %d:\n%s", code, out);
+    expect_same_losses("one", "two", 10, 1e-5);
+    expect_same_losses("one", "three", 10, 1e-5);
+    double d2 = checkpoint_difference("one", "two"), d3 = checkpoint_difference("one", "three");
+    EXPECT(d2 <= 1e-5 && d3 <= 1e-5, "after 10 steps the weights, moments and EMA differ from 1 process by %.2e "
+           "(2 ranks) and %.2e (3 ranks)", d2, d3);
+}
+
+TEST(dist_two_runs_on_two_ranks_are_bit_identical) {
+    if (!have_mpirun()) SKIP("needs mpirun (Debian's openmpi-bin, which make test installs as root)");
+    char out[16384];
+    int code = train(2, "twice_a", 10, out, sizeof(out));
+    EXPECT(code == 0, "exited %d:\n%s", code, out);
+    code = train(2, "twice_b", 10, out, sizeof(out));
+    EXPECT(code == 0, "exited %d:\n%s", code, out);
+    expect_same_losses("twice_a", "twice_b", 10, 0);
+    double d = checkpoint_difference("twice_a", "twice_b");
+    EXPECT(d == 0, "two 2-rank runs differ by %.2e", d);
+}
+
+/* 2 ranks stop at step 4 (mid-epoch: 6 steps per epoch), 3 ranks resume to step 10 */
+TEST(dist_checkpoint_of_two_ranks_resumes_on_three) {
+    if (!have_mpirun()) SKIP("needs mpirun (Debian's openmpi-bin, which make test installs as root)");
+    char out[16384];
+    int code = train(0, "straight", 10, out, sizeof(out));
+    EXPECT(code == 0, "exited %d:\n%s", code, out);
+    code = train(2, "moved", 4, out, sizeof(out));
+    EXPECT(code == 0, "exited %d:\n%s", code, out);
+    code = run(out, sizeof(out), MPIRUN "3 ./train --resume %s/runs/moved/last.safetensors "
+               "--set run.stop_after_steps=10 --quiet", tiny_run_dir());
+    EXPECT(code == 0, "the resume on 3 ranks exited %d:\n%s", code, out);
+    expect_same_losses("straight", "moved", 10, 1e-5);
+    double d = checkpoint_difference("straight", "moved");
+    EXPECT(d <= 1e-5, "resumed on 3 ranks, the state differs from 1 process by %.2e", d);
+}
+
+TEST(dist_killed_rank_ends_the_job_and_the_checkpoint_resumes) {
+    if (!have_mpirun()) SKIP("needs mpirun (Debian's openmpi-bin, which make test installs as root)");
+    char out[16384];
+    const char *dir = tiny_run_dir();
+    /* a long run; rank 1 is killed once a few step checkpoints exist */
+    int code = run(out, sizeof(out),
+                   MPIRUN "2 ./train --config %s/tiny.json --out %s/runs --set run.name=killed --set train.epochs=400 "
+                   "--set run.save_every_steps=5 --quiet & mpi=$!; "
+                   "while [ $(cat %s/runs/killed/metrics.jsonl 2>/dev/null | wc -l) -lt 40 ]; do sleep 0.05; done; "
+                   "for p in $(pgrep -P $mpi); do grep -qz '^OMPI_COMM_WORLD_RANK=1$' /proc/$p/environ && kill -9 $p; done; "
+                   "start=$(date +%%s); wait $mpi; status=$?; end=$(date +%%s); "
+                   "echo \"mpirun exit $status after $((end - start)) s\"; [ $status -ne 0 ] && [ $((end - start)) -le 30 ]",
+                   dir, dir, dir);
+    EXPECT(code == 0, "a killed rank must end the job non-zero within 30 s:\n%s", out);
+    /* on 1 process, to 5 steps past the last one the killed job logged */
+    code = run(out, sizeof(out), "m=%s/runs/killed/metrics.jsonl; "
+               "last=$(grep -o '\"step\": [0-9]*' $m | tail -n 1 | grep -o '[0-9]*$'); "
+               "./train --resume %s/runs/killed/last.safetensors --set run.stop_after_steps=$((last + 5)) --quiet && "
+               "tail -n 1 $m | grep -o '\"step\": [0-9]*' | grep -qx \"\\\"step\\\": $((last + 5))\"",
+               dir, dir);
+    EXPECT(code == 0, "1 process resumes the checkpoint of the killed job and goes on (exit %d):\n%s", code, out);
+}

@@ -1,0 +1,82 @@
+#include "tiny_run.h"
+
+#include <stb_image_write.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../src/core/rng.h"
+#include "shell.h"
+
+static char work[256], config[300];
+
+static void write_split(const char *split, int per_class) {
+    unsigned char px[16 * 16];
+    rng r;
+    rng_seed(&r, (uint64_t)per_class, RNG_TEST);
+    for (int c = 0; c < 3; c++) {
+        char dir[512];
+        snprintf(dir, sizeof(dir), "%s/%s", work, split);
+        mkdir(dir, 0755);
+        snprintf(dir, sizeof(dir), "%s/%s/c%d", work, split, c);
+        mkdir(dir, 0755);
+        for (int i = 0; i < per_class; i++) {
+            for (int p = 0; p < 256; p++) px[p] = (unsigned char)(rng_below(&r, 60));
+            int oy = c == 1 ? 8 : 0, ox = c == 2 ? 8 : 0;
+            for (int y = 0; y < 8; y++)
+                for (int x = 0; x < 8; x++) px[(oy + y) * 16 + ox + x] = 220;
+            char path[600];
+            snprintf(path, sizeof(path), "%s/%03d.png", dir, i);
+            stbi_write_png(path, 16, 16, 1, px, 16);
+        }
+    }
+}
+
+static void remove_work(void) {
+    char out[256];
+    run(out, sizeof(out), "rm -rf '%s'", work);
+}
+
+const char *tiny_run_dir(void) {
+    if (work[0]) return work;
+    snprintf(work, sizeof(work), "/tmp/vitc_cli_%d", (int)getpid());
+    mkdir(work, 0755);
+    atexit(remove_work);
+    write_split("train", 12);
+    write_split("val", 4);
+    snprintf(config, sizeof(config), "%s/tiny.json", work);
+    FILE *f = fopen(config, "w");
+    fprintf(f,
+            "{\"model\": {\"name\": \"tiny\", \"arch\": \"deit\", \"img_size\": 16, \"patch_size\": 4,\n"
+            "  \"in_chans\": 1, \"num_classes\": 3, \"embed_dim\": [16], \"depths\": [1], \"num_heads\": [2],\n"
+            "  \"attn\": \"agent\", \"agent_num\": [4], \"drop_path\": 0.1},\n"
+            " \"data\": {\"train\": \"%s/train\", \"val\": \"%s/val\", \"workers\": 2},\n"
+            " \"aug\": {\"randaugment\": \"\", \"reprob\": 0, \"mixup\": 0.8, \"cutmix\": 1.0, \"crop_pct\": 1.0,\n"
+            "  \"scale\": [0.5, 1.0]},\n"
+            " \"train\": {\"epochs\": 3, \"warmup_epochs\": 1, \"batch\": 6, \"lr\": 0.01, \"lr_scale_batch\": 0},\n"
+            " \"ema\": {\"enabled\": true, \"decay\": 0.9},\n"
+            " \"run\": {\"log_every\": 1}}\n",
+            work, work);
+    fclose(f);
+    return work;
+}
+
+const char *tiny_run_config(void) {
+    tiny_run_dir();
+    return config;
+}
+
+int tiny_run_step_losses(const char *run_dir, char losses[][32], int max) {
+    char path[600], line[1024];
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run_dir);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    while (f && n < max && fgets(line, sizeof(line), f)) {
+        char *p = strstr(line, "\"loss\": ");
+        if (strstr(line, "\"type\": \"step\"") && p) sscanf(p + 8, "%31[^,]", losses[n++]);
+    }
+    if (f) fclose(f);
+    return n;
+}
