@@ -57,7 +57,7 @@ FMNIST := data/fashion_mnist
 # the PyTorch reference: Debian's python3-torch (check-deps installs it for make parity)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all test bench bench-ops deps clean check-deps demo fmnist ablations plots parity fuzz $(CLIS)
+.PHONY: all test bench bench-dist bench-ops deps clean check-deps demo fmnist ablations plots parity fuzz $(CLIS)
 all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops $(BUILD)/bench
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
@@ -97,6 +97,10 @@ test: check-deps $(CLIS) $(BUILD)/test_runner
 # vitc vs the PyTorch reference models, same run (MODELS=a,b restricts the list)
 bench: check-deps $(BUILD)/bench
 	MODELS=$(MODELS) tools/bench.sh
+
+# data-parallel training: 1 rank x 2 threads against 2 ranks x 1 thread (mpirun), bench/dist.json
+bench-dist: check-deps $(BUILD)/bench
+	MODELS=$(MODELS) tools/bench_dist.sh
 
 bench-ops: check-deps $(BUILD)/bench_ops
 	$(BUILD)/bench_ops

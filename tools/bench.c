@@ -3,7 +3,10 @@
  * peak RSS. tools/bench.sh runs it next to the PyTorch reference in the same invocation.
  * bench --sgemm M,K,N times bare cblas_sgemm instead: the yardstick of the FLOP-efficiency line; with
  * --model too, a few sgemm calls run before each timed step, so that the yardstick and the model see
- * the same machine (a shared one's load changes within seconds), and both medians are printed. */
+ * the same machine (a shared one's load changes within seconds), and both medians are printed.
+ * Under mpirun the training step is data-parallel as in train (--batch is the global batch): it also
+ * prints the time per step spent waiting for the gradient allreduce, and the time the same allreduce
+ * takes alone after the step, whose ratio is the share the overlap with the backward hid. */
 #define SGEMM_CALLS_PER_STEP 5
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -17,6 +20,8 @@
 #include "core/arena.h"
 #include "core/tape.h"
 #include "core/threads.h"
+#include "dist/dist.h"
+#include "train/grad_sync.h"
 #include "train/optim.h"
 
 static double now(void) {
@@ -75,6 +80,7 @@ static int bench_sgemm(const char *mkn, int iters, int threads) {
 }
 
 int main(int argc, char **argv) {
+    dist_init(&argc, &argv);
     const char *name = NULL, *mode = "train", *sgemm = NULL;
     bool print_model = false;
     int batch = 16, iters = 5, img = 0, threads = 0;
@@ -128,6 +134,15 @@ int main(int argc, char **argv) {
     }
     model *m = model_create(&mc, 0);
     bool train = !strcmp(mode, "train");
+    int ranks = dist_size(), global_batch = batch;
+    if (batch % ranks) {
+        fprintf(stderr, "error: --batch %d must divide among the %d processes\n", batch, ranks);
+        dist_abort(2);
+    }
+    batch /= ranks;
+    grad_sync *sync = ranks > 1 && train ? grad_sync_create(&m->ps, 25u << 20) : NULL;
+    float *alone = sync ? malloc(sizeof(float) * (size_t)m->ps.numel) : NULL;
+    double *wait = calloc((size_t)iters, sizeof(double)), *comm = calloc((size_t)iters, sizeof(double));
     adamw opt;
     adamw_init(&opt, &m->ps, 0.05, 0.9, 0.999, 1e-8);
     tensor *x = NULL;
@@ -153,27 +168,55 @@ int main(int argc, char **argv) {
         if (train) {
             params_zero_grad(&m->ps);
             static const float one = 1.0f; /* the training step's backward, as train runs it */
-            tape_backward_consuming(op_cross_entropy_labels(logits, labels, 0.1f), &one);
+            tensor *loss = op_cross_entropy_labels(logits, labels, 0.1f);
+            if (sync) grad_sync_arm(sync);
+            tape_backward_consuming(loss, &one);
+            if (sync) grad_sync_finish(sync);
             adamw_step(&opt, &m->ps, 1e-4);
         }
         tape_reset();
         arena_reset(&vitc_arena);
         if (it >= 0) t[it] = now() - t0;
+        if (sync) { /* the allreduce of the whole block again, alone: what the overlap hid of it */
+            double waited = grad_sync_wait_seconds(sync);
+            memcpy(alone, m->ps.grad, sizeof(float) * (size_t)m->ps.numel);
+            dist_barrier();
+            double c0 = now();
+            dist_reducer *whole = dist_reducer_create(alone, m->ps.numel, 25u << 20);
+            dist_reducer_finish(whole, 1.0f);
+            dist_reducer_free(whole);
+            if (it >= 0) wait[it] = waited, comm[it] = now() - c0;
+        }
     }
+    /* a step lasts as long as its slowest rank */
+    dist_max_f64(t, iters);
+    dist_max_f64(wait, iters);
+    dist_max_f64(comm, iters);
     qsort(t, (size_t)iters, sizeof(double), cmp);
+    qsort(wait, (size_t)iters, sizeof(double), cmp);
+    qsort(comm, (size_t)iters, sizeof(double), cmp);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"model\": \"%s\", \"mode\": \"%s\", \"batch\": %d, \"img\": %d, \"threads\": %d, "
-           "\"median_s\": %.6f, \"img_s\": %.3f, \"peak_rss_mib\": %.1f, \"gmacs\": %.4f",
-           name, mode, batch, mc.img_size, vitc_threads(), t[iters / 2], batch / t[iters / 2],
-           ru.ru_maxrss / 1024.0, model_macs(m) / 1e9);
-    if (sgemm) {
+    if (dist_rank() == 0) {
+        printf("{\"model\": \"%s\", \"mode\": \"%s\", \"batch\": %d, \"img\": %d, \"threads\": %d, "
+               "\"ranks\": %d, \"median_s\": %.6f, \"img_s\": %.3f, \"peak_rss_mib\": %.1f, \"gmacs\": %.4f",
+               name, mode, global_batch, mc.img_size, vitc_threads(), ranks, t[iters / 2],
+               global_batch / t[iters / 2], ru.ru_maxrss / 1024.0, model_macs(m) / 1e9);
+        if (sync)
+            printf(", \"grad_bytes\": %lld, \"allreduce_wait_s\": %.6f, \"allreduce_alone_s\": %.6f",
+                   (long long)m->ps.numel * 4, wait[iters / 2], comm[iters / 2]);
+    }
+    if (sgemm && dist_rank() == 0) {
         int n = iters * SGEMM_CALLS_PER_STEP;
         qsort(ts, (size_t)n, sizeof(double), cmp);
         printf(", \"sgemm\": \"%dx%dx%d\", \"sgemm_gflop_s\": %.2f", g.M, g.K, g.N, sgemm_gflop_s(&g, ts[n / 2]));
         sgemm_ref_free(&g);
     }
-    printf("}\n");
+    if (dist_rank() == 0) printf("}\n");
+    free(wait);
+    free(comm);
+    free(alone);
+    grad_sync_free(sync);
     free(ts);
     free(t);
     free(pixels);
@@ -181,5 +224,6 @@ int main(int argc, char **argv) {
     adamw_free(&opt);
     model_free(m);
     config_free(&c);
+    dist_finalize();
     return 0;
 }

@@ -23,6 +23,7 @@ void dist_broadcast(void *data, size_t bytes, int root);
 /* in place, blocking, every rank gets the sum: counters and loss sums */
 void dist_sum_f64(double *x, int n);
 void dist_sum_i64(int64_t *x, int n);
+void dist_max_f64(double *x, int n);
 /* true on every rank when ok is true on every rank */
 bool dist_all(bool ok);
 

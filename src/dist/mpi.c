@@ -69,6 +69,10 @@ void dist_sum_i64(int64_t *x, int n) {
     if (active) MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
 }
 
+void dist_max_f64(double *x, int n) {
+    if (active) MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+}
+
 bool dist_all(bool ok) {
     int v = ok;
     if (active) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);

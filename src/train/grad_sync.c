@@ -54,9 +54,8 @@ static void after_node(int node, void *ctx) {
     grad_sync *g = ctx;
     int f = g->frontier;
     while (f > 0 && g->suffix_min[f - 1] >= node) f--;
-    if (f == g->frontier) return;
     g->frontier = f;
-    dist_reducer_ready(g->reducer, offset_of(g, f));
+    dist_reducer_ready(g->reducer, offset_of(g, f)); /* also moves the buckets under way along */
 }
 
 void grad_sync_arm(grad_sync *g) {
