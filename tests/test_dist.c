@@ -147,3 +147,26 @@ TEST(dist_killed_rank_ends_the_job_and_the_checkpoint_resumes) {
                dir, dir);
     EXPECT(code == 0, "1 process resumes the checkpoint of the killed job and goes on (exit %d):\n%s", code, out);
 }
+
+/* evaluation under mpirun: every rank takes part of every batch (uneven parts: batches of 5 over 2
+ * and 3 ranks, the last batch 2 images), and the counts add up to the 1-process result exactly */
+TEST(dist_sharded_evaluation_counts_as_one_process) {
+    if (!have_mpirun()) SKIP("needs mpirun (Debian's openmpi-bin, which make test installs as root)");
+    char out[16384], lines[3][512];
+    int code = train(0, "judged", 12, out, sizeof(out));
+    EXPECT(code == 0, "exited %d:\n%s", code, out);
+    for (int ranks = 1; ranks <= 3; ranks++) {
+        char launcher[160] = "";
+        if (ranks > 1) snprintf(launcher, sizeof(launcher), MPIRUN "%d ", ranks);
+        code = run(out, sizeof(out), "%s./eval --ckpt %s/runs/judged/last.safetensors --batch 5", launcher,
+                   tiny_run_dir());
+        EXPECT(code == 0 && strstr(out, "top-1"), "eval on %d ranks exited %d:\n%s", ranks, code, out);
+        /* the line without its throughput */
+        char *comma = strstr(out, " images, ");
+        if (comma) *comma = 0;
+        snprintf(lines[ranks - 1], sizeof(lines[0]), "%.500s", out);
+    }
+    EXPECT(!strcmp(lines[0], lines[1]) && !strcmp(lines[0], lines[2]), "1 process: %s\n2 ranks: %s\n3 ranks: %s",
+           lines[0], lines[1], lines[2]);
+    EXPECT(strstr(lines[0], "(12"), "all 12 validation images: %s", lines[0]);
+}

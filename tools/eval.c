@@ -14,6 +14,7 @@
 #include "core/tape.h"
 #include "core/threads.h"
 #include "data/data.h"
+#include "dist/dist.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -130,6 +131,7 @@ static int predict_image(model *m, config *c, const st_file *f, const char *imag
 }
 
 int main(int argc, char **argv) {
+    dist_init(&argc, &argv);
     const char *ckpt = NULL, *data = NULL, *image = NULL, *map_path = NULL, *query = NULL;
     int map_block = -1;
     bool use_ema = false;
@@ -189,7 +191,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    vitc_set_threads(threads);
+    vitc_set_threads(threads ? threads : dist_default_threads());
     char err[8192], *cfg_text = NULL;
     st_file f;
     if (!checkpoint_open(&f, ckpt, &cfg_text, err, sizeof(err))) {
@@ -251,8 +253,10 @@ int main(int argc, char **argv) {
             goto done;
         }
         loader *l = loader_create(&ds, &ac, batch_size, false, 2, 0);
+        loader_shard(l, dist_rank(), dist_size()); /* under mpirun each rank takes part of every batch */
         eval_result r = evaluate(m, l);
-        printf("%s%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%d images, %.1f img/s)\n", ckpt,
+        if (dist_rank() == 0)
+            printf("%s%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%d images, %.1f img/s)\n", ckpt,
                use_ema ? " (EMA)" : "", data, r.top1, r.top5, r.loss, r.n, r.img_per_s);
         loader_free(l);
         dataset_free(&ds);
@@ -263,5 +267,6 @@ done: /* errors after the model exists come here too, so that nothing leaks on t
     st_close(&f);
     free(cfg_text);
     arena_free(&vitc_arena);
+    dist_finalize();
     return code;
 }

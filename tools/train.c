@@ -84,12 +84,7 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    /* processes on one host share its cores */
-    if (!threads && dist_local_size() > 1) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores > dist_local_size() ? (int)(cores / dist_local_size()) : 1;
-    }
-    vitc_set_threads(threads);
+    vitc_set_threads(threads ? threads : dist_default_threads());
     if (o.quiet) vitc_log_level = LOG_WARN;
     config c;
     config_init(&c);

@@ -13,8 +13,11 @@ void dist_init(int *argc, char ***argv);
 void dist_finalize(void);
 int dist_rank(void);
 int dist_size(void);
-/* the ranks on this host (threads per rank default to the host's cores divided by it) */
+/* the ranks on this host */
 int dist_local_size(void);
+/* the threads a rank uses when not told: the host's cores shared among its ranks (0 when alone: the
+ * OpenMP default) */
+int dist_default_threads(void);
 /* Ends every rank of the job with the exit code at once (no rank waits forever for a dead peer). */
 _Noreturn void dist_abort(int code);
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../core/check.h"
 #include "dist.h"
@@ -40,6 +41,12 @@ void dist_finalize(void) {
 int dist_rank(void) { return rank_; }
 int dist_size(void) { return size_; }
 int dist_local_size(void) { return local_size_; }
+
+int dist_default_threads(void) {
+    if (local_size_ == 1) return 0;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > local_size_ ? (int)(cores / local_size_) : 1;
+}
 
 _Noreturn void dist_abort(int code) {
     fflush(stdout);

@@ -104,6 +104,7 @@ eval_result evaluate(model *m, loader *l) {
     loader_start_epoch(l, 0, 0);
     batch b;
     while (loader_next(l, &b)) {
+        if (!b.n) continue; /* this rank's part of a short last batch, or only unreadable files */
         tensor *x = tensor_wrap(b.images, 4, (int[]){b.n, mc->img_size, mc->img_size, mc->in_chans});
         tensor *logits = model_forward(m, x, &fo);
         tensor *loss = op_cross_entropy_labels(logits, b.labels, 0.0f);
