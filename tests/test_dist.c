@@ -170,3 +170,20 @@ TEST(dist_sharded_evaluation_counts_as_one_process) {
            lines[0], lines[1], lines[2]);
     EXPECT(strstr(lines[0], "(12"), "all 12 validation images: %s", lines[0]);
 }
+
+/* the same bad input on every rank: one message, a non-zero exit */
+TEST(dist_bad_input_is_reported_once) {
+    if (!have_mpirun()) SKIP("needs mpirun (Debian's openmpi-bin, which make test installs as root)");
+    char out[16384];
+    int code = run(out, sizeof(out), MPIRUN "2 ./train --config %s --out %s/runs --set run.name=bad "
+                   "--set data.train='\"%s/nowhere\"' --quiet", tiny_run_config(), tiny_run_dir(), tiny_run_dir());
+    int errors = 0;
+    for (const char *p = out; (p = strstr(p, "error: ")); p++) errors++;
+    EXPECT(code != 0 && errors == 1 && strstr(out, "nowhere"), "exit %d, %d error lines:\n%s", code, errors, out);
+    code = run(out, sizeof(out), MPIRUN "3 ./train --config %s --out %s/runs --set run.name=bad --quiet "
+               "--set train.batch=7", tiny_run_config(), tiny_run_dir());
+    errors = 0;
+    for (const char *p = out; (p = strstr(p, "error: ")); p++) errors++;
+    EXPECT(code != 0 && errors == 1 && strstr(out, "must divide among the 3 processes"), "exit %d, %d error lines:\n%s",
+           code, errors, out);
+}

@@ -252,6 +252,11 @@ int main(int argc, char **argv) {
             code = 1;
             goto done;
         }
+        if (!dist_startup_done(true)) { /* another rank's error (printed once) */
+            dataset_free(&ds);
+            code = 1;
+            goto done;
+        }
         loader *l = loader_create(&ds, &ac, batch_size, false, 2, 0);
         loader_shard(l, dist_rank(), dist_size()); /* under mpirun each rank takes part of every batch */
         eval_result r = evaluate(m, l);
@@ -262,6 +267,7 @@ int main(int argc, char **argv) {
         dataset_free(&ds);
     }
 done: /* errors after the model exists come here too, so that nothing leaks on the way out */
+    dist_startup_done(code == 0);
     model_free(m);
     config_free(&c);
     st_close(&f);

@@ -18,6 +18,11 @@ int dist_local_size(void);
 /* the threads a rank uses when not told: the host's cores shared among its ranks (0 when alone: the
  * OpenMP default) */
 int dist_default_threads(void);
+/* Start-up errors are reported once: from dist_init to here, ranks other than 0 hold back what they
+ * print on stderr, and show it only when rank 0 found no error (the same input gives every rank the
+ * same error; an error of one rank alone, such as a missing file on its host, is shown). Every rank
+ * calls it once, with whether its start-up went well; returns true when it did on every rank. */
+bool dist_startup_done(bool ok);
 /* Ends every rank of the job with the exit code at once (no rank waits forever for a dead peer). */
 _Noreturn void dist_abort(int code);
 

@@ -11,6 +11,9 @@
 
 static bool active; /* MPI initialised: launched by mpirun */
 static int rank_, size_ = 1, local_size_ = 1;
+static int held_stderr = -1;  /* ranks > 0 during start-up: the real stderr, while fd 2 is a file */
+static FILE *held;            /* that file */
+static bool started;
 
 /* the variables MPI launchers (OpenMPI's, PMI, PMIx) give their processes */
 static bool launched_by_mpi(void) {
@@ -31,6 +34,35 @@ void dist_init(int *argc, char ***argv) {
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
     MPI_Comm_size(local, &local_size_);
     MPI_Comm_free(&local);
+    held = rank_ > 0 ? tmpfile() : NULL;
+    if (held) {
+        fflush(stderr);
+        held_stderr = dup(2);
+        dup2(fileno(held), 2);
+    }
+}
+
+bool dist_startup_done(bool ok) {
+    if (started) return ok;
+    started = true;
+    if (!active) return ok;
+    int lead_ok = ok;
+    MPI_Bcast(&lead_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (held) { /* fd 2 back; what was held shown if it is this rank's own error */
+        fflush(stderr);
+        dup2(held_stderr, 2);
+        close(held_stderr);
+        if (!ok && lead_ok) {
+            char buf[4096];
+            size_t n;
+            rewind(held);
+            while ((n = fread(buf, 1, sizeof(buf), held)) > 0) fwrite(buf, 1, n, stderr);
+            fprintf(stderr, "(rank %d)\n", rank_);
+        }
+        fclose(held);
+        held = NULL;
+    }
+    return dist_all(ok);
 }
 
 void dist_finalize(void) {

@@ -297,8 +297,9 @@ static void share_start(run *r) {
     dist_broadcast(&r->st, sizeof(r->st), 0);
 }
 
-/* everything before the first step; false after printing the error */
-static bool run_open(run *r, config *c, const train_options *o) {
+/* what each rank prepares alone before the first step (rank 0 also its run directory); false after
+ * printing the error */
+static bool run_prepare(run *r, config *c, const train_options *o) {
     read_all(c, &r->mc, &r->ac, &r->t);
     const train_config *t = &r->t;
     r->lead = dist_rank() == 0;
@@ -319,9 +320,6 @@ static bool run_open(run *r, config *c, const train_options *o) {
     }
     r->st = (train_state){.best_top1 = -1, .best_epoch = -1, .metrics_bytes = -1};
     if (o->resume && !resume_from(r, o->resume)) return false;
-    share_start(r);
-    if (r->lead && !open_run_dir(r, o->resume != NULL)) return false;
-
     r->train_l = loader_create(&r->train_ds, &r->ac, t->batch, true, t->workers, t->seed);
     loader_shard(r->train_l, dist_rank(), dist_size());
     if (r->t.val_dir[0]) {
@@ -342,10 +340,17 @@ static bool run_open(run *r, config *c, const train_options *o) {
                              (int64_t)t->epochs * r->steps_per_epoch};
     r->targets = xmalloc(sizeof(float) * (size_t)t->batch * r->mc.num_classes);
     r->step_reduced = xmalloc(sizeof(double) * (size_t)(t->accum + 2));
+    return !r->lead || open_run_dir(r, o->resume != NULL);
+}
+
+/* everything before the first step, every rank agreeing that it went well; false after the error */
+static bool run_open(run *r, config *c, const train_options *o) {
+    if (!dist_startup_done(run_prepare(r, c, o))) return false;
+    share_start(r);
     if (dist_size() > 1) r->sync = grad_sync_create(&r->m->ps, GRAD_BUCKET_BYTES);
     if (!r->quiet)
         printf("vitc train: %s (%lld params) on %s: %d images, %d classes; %d steps/epoch, %d epochs\n",
-               r->mc.name, (long long)r->m->ps.numel, t->train_dir, r->train_ds.n, r->train_ds.n_classes,
+               r->mc.name, (long long)r->m->ps.numel, r->t.train_dir, r->train_ds.n, r->train_ds.n_classes,
                r->steps_per_epoch, r->total_epochs);
     return true;
 }
@@ -547,7 +552,11 @@ static int finish_epoch(run *r) {
 
 int train_run(config *c, const train_options *o) {
     run r = {0};
-    int code = run_open(&r, c, o) ? RUN_OK : RUN_ERROR;
+    if (!run_open(&r, c, o)) { /* every rank knows: each ends with its exit code */
+        run_close(&r);
+        return RUN_ERROR;
+    }
+    int code = RUN_OK;
     signal(SIGINT, on_sigint);
     interrupted = 0;
     while (code == RUN_OK && r.st.epoch < r.total_epochs) {
@@ -558,7 +567,7 @@ int train_run(config *c, const train_options *o) {
         fprintf(r.metrics, "{\"type\": \"end\", \"epochs\": %d, \"best_top1\": %.4f, \"best_epoch\": %d}\n",
                 r.st.epoch, r.st.best_top1, r.st.best_epoch);
     signal(SIGINT, SIG_DFL);
-    /* one rank's error ends every rank now: the others would wait for it in the next reduction */
+    /* one rank's error during training ends every rank now: the others would wait for it */
     if (code == RUN_ERROR && dist_size() > 1) dist_abort(RUN_ERROR);
     run_close(&r);
     return code == RUN_STOPPED ? 0 : code;
