@@ -41,7 +41,8 @@ echo "]" >>"$out"
 echo "wrote $out"
 
 # The projection of docs/distributed.md from these measurements: a ring allreduce of the gradient
-# block per optimizer step costs 2(N-1)/N x bytes / bandwidth plus 2(N-1) latencies per bucket; each
+# block per optimizer step costs 2(N-1)/N x bytes / bandwidth plus 2(N-1) latencies per bucket (as
+# train sizes them: an eighth of the block, within 1 and 25 MB); each
 # node trains LOCAL_BATCH images per step at the measured 1-rank time per image (this machine, and a
 # node FAST times faster); no overlap is credited. Efficiency = compute / (compute + allreduce).
 LOCAL_BATCH=${LOCAL_BATCH:-128}
@@ -49,7 +50,7 @@ LATENCY_US=${LATENCY_US:-20}
 FAST=${FAST:-32}
 proj=bench/dist_projection.md
 {
-    echo "Inputs: ring allreduce, 25 MB buckets, latency ${LATENCY_US} us per message, LOCAL_BATCH=$LOCAL_BATCH images per node and step, no overlap credited."
+    echo "Inputs: ring allreduce, buckets as train's (bytes/8 within 1-25 MB), latency ${LATENCY_US} us per message, LOCAL_BATCH=$LOCAL_BATCH images per node and step, no overlap credited."
     echo
     echo "| model | grad MB | s/img (1 rank) | node | step compute s | 8 nodes 25/100/400 Gb/s | 64 nodes 25/100/400 Gb/s | 256 nodes 25/100/400 Gb/s |"
     echo "|---|---|---|---|---|---|---|---|"
@@ -59,7 +60,9 @@ proj=bench/dist_projection.md
         bytes=$(field grad_bytes "$line")
         for speed in 1 "$FAST"; do
             awk -v m="$model" -v img_s="$one" -v bytes="$bytes" -v b="$LOCAL_BATCH" -v lat="$LATENCY_US" -v f="$speed" 'BEGIN {
-                tc = b / img_s / f; buckets = int((bytes + 25 * 2^20 - 1) / (25 * 2^20))
+                tc = b / img_s / f
+                bucket = bytes / 8; if (bucket > 25 * 2^20) bucket = 25 * 2^20; if (bucket < 2^20) bucket = 2^20
+                buckets = int((bytes + bucket - 1) / bucket)
                 printf "| %s | %.1f | %.4f | %s | %.2f |", m, bytes / 1e6, 1 / img_s, f == 1 ? "this machine" : f "x faster", tc
                 split("8 64 256", ns, " "); split("25 100 400", bws, " ")
                 for (i = 1; i <= 3; i++) {

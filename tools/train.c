@@ -1,6 +1,8 @@
 /* train: builds the resolved config (defaults < model registry < --config < --set) and runs the
  * training loop. Exit 0 on success, 1 on runtime/input errors, 2 on usage errors, 130 on Ctrl-C. */
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -25,12 +27,37 @@ static void usage(FILE *f) {
             "  --device cpu    the only device of this build\n");
 }
 
-/* --config agent_swin_t or agent_swin_t.json also finds configs/agent_swin_t.json */
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* the names --config finds in configs/ (sorted), after the error for one it does not */
+static void list_configs(FILE *f) {
+    DIR *d = opendir("configs");
+    char *names[512];
+    int n = 0;
+    for (struct dirent *e; d && n < 512 && (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && !strcmp(e->d_name + len - 5, ".json")) names[n++] = strndup(e->d_name, len - 5);
+    }
+    if (d) closedir(d);
+    qsort(names, (size_t)n, sizeof(names[0]), by_name);
+    fprintf(f, n ? "configs/ has:" : "there is no configs/ directory here\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s%s", i % 8 ? ", " : "\n  ", names[i]);
+        free(names[i]);
+    }
+    if (n) fputc('\n', f);
+}
+
+/* --config agent_swin_t or agent_swin_t.json also finds configs/agent_swin_t.json; NULL (after the
+ * error and the list of configs/) when neither exists */
 static const char *find_config(const char *name, char *buf, size_t len) {
     if (access(name, R_OK) == 0) return name;
     const char *ext = strstr(name, ".json") ? "" : ".json";
     snprintf(buf, len, "configs/%s%s", name, ext);
-    return access(buf, R_OK) == 0 ? buf : name;
+    if (access(buf, R_OK) == 0) return buf;
+    fprintf(stderr, "error: --config %s: no such file, nor %s\n", name, buf);
+    list_configs(stderr);
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -48,7 +75,7 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--config") && has_value && n_files < 16) {
             files[n_files] = find_config(argv[++i], paths[n_files], sizeof(paths[0]));
-            n_files++;
+            if (!files[n_files++]) return 1;
         } else if (!strcmp(a, "--set") && has_value && n_sets < 256) {
             sets[n_sets++] = argv[++i];
         } else if (!strcmp(a, "--resume") && has_value) {

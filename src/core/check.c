@@ -1,6 +1,7 @@
 #include "check.h"
 
 #include <stdarg.h>
+#include <string.h>
 
 log_level vitc_log_level = LOG_INFO;
 long vitc_heap_allocs = 0;
@@ -20,8 +21,13 @@ void vitc_die(const char *file, int line, const char *cond, const char *fmt, ...
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    if (cond) fprintf(stderr, "\n  (check failed: %s at %s:%d)\n", cond, file, line);
-    else fprintf(stderr, "\n  (at %s:%d)\n", file, line);
+    fputc('\n', stderr);
+    /* the source location helps who debugs vitc, not who feeds it a bad file */
+    const char *debug = getenv("VITC_DEBUG");
+    if (debug && !strcmp(debug, "1")) {
+        if (cond) fprintf(stderr, "  (check failed: %s at %s:%d)\n", cond, file, line);
+        else fprintf(stderr, "  (at %s:%d)\n", file, line);
+    }
     exit(1);
 }
 

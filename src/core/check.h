@@ -1,5 +1,6 @@
-/* Always-on error checks and logging. CHECK prints file:line, the failed condition and a message with
- * the offending values, then exits 1 (runtime/input error). Never compiled out: we validate inputs. */
+/* Always-on error checks and logging. CHECK prints a message with the offending values (and, with
+ * VITC_DEBUG=1 in the environment, the failed condition and its file:line), then exits 1
+ * (runtime/input error). Never compiled out: we validate inputs. */
 #pragma once
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,10 +17,15 @@ struct grad_sync {
     int frontier;    /* parameters from here on are final */
 };
 
-grad_sync *grad_sync_create(param_store *ps, size_t bucket_bytes) {
+size_t grad_sync_bucket_bytes(const param_store *ps) {
+    size_t eighth = sizeof(float) * (size_t)ps->numel / 8, most = 25u << 20, least = 1u << 20;
+    return eighth > most ? most : eighth < least ? least : eighth;
+}
+
+grad_sync *grad_sync_create(param_store *ps) {
     grad_sync *g = xcalloc(1, sizeof(*g));
     g->ps = ps;
-    g->reducer = dist_reducer_create(ps->grad, ps->numel, bucket_bytes);
+    g->reducer = dist_reducer_create(ps->grad, ps->numel, grad_sync_bucket_bytes(ps));
     g->first_use = xmalloc(sizeof(int) * (size_t)(ps->n + 1));
     g->suffix_min = xmalloc(sizeof(int) * (size_t)(ps->n + 1));
     return g;

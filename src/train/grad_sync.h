@@ -6,7 +6,11 @@
 #include "../dist/dist.h"
 
 typedef struct grad_sync grad_sync;
-grad_sync *grad_sync_create(param_store *ps, size_t bucket_bytes);
+/* Buckets of up to 25 MB (few messages, so the latency term stays small against the bandwidth term:
+ * docs/distributed.md), and at least 8 per model, so that a small model's communication also
+ * starts during its backward. */
+grad_sync *grad_sync_create(param_store *ps);
+size_t grad_sync_bucket_bytes(const param_store *ps);
 void grad_sync_free(grad_sync *g);
 /* Call after the last micro-batch's forward (the tape is complete), before its backward. */
 void grad_sync_arm(grad_sync *g);

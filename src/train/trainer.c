@@ -46,7 +46,7 @@ typedef struct train_config {
 } train_config;
 
 static void train_config_read(train_config *t, config *c, const char *model_name) {
-    t->train_dir = config_str(c, "data.train", NULL, NULL);
+    t->train_dir = config_str(c, "data.train", "", NULL); /* required: read_all says so, after typos */
     t->val_dir = config_str(c, "data.val", "", NULL);
     t->workers = config_int(c, "data.workers", 2, 1, 64);
     t->epochs = config_int(c, "train.epochs", 300, 1, 100000);
@@ -161,7 +161,9 @@ static void read_all(config *c, model_config *mc, augment_config *ac, train_conf
     model_config_read(mc, c);
     augment_config_read(ac, c);
     train_config_read(t, c, mc->name);
+    /* a typo first: it is often why a required key looks missing */
     config_check_unknown(c);
+    if (!t->train_dir[0]) config_error("data.train", "required key is missing");
 }
 
 void train_check_config(config *c) {
@@ -280,10 +282,6 @@ static bool open_run_dir(run *r, bool resumed) {
     return true;
 }
 
-/* 25 MB: large enough that the per-message latency is small against the bandwidth term (see
- * docs/distributed.md), small enough that the last bucket is short */
-#define GRAD_BUCKET_BYTES (25u << 20)
-
 /* Every rank starts from rank 0's weights, optimizer state, EMA and training state (the same after
  * an initialisation from the same seed or a resume from the same file, but then it is certain). */
 static void share_start(run *r) {
@@ -347,7 +345,7 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
 static bool run_open(run *r, config *c, const train_options *o) {
     if (!dist_startup_done(run_prepare(r, c, o))) return false;
     share_start(r);
-    if (dist_size() > 1) r->sync = grad_sync_create(&r->m->ps, GRAD_BUCKET_BYTES);
+    if (dist_size() > 1) r->sync = grad_sync_create(&r->m->ps);
     if (!r->quiet)
         printf("vitc train: %s (%lld params) on %s: %d images, %d classes; %d steps/epoch, %d epochs\n",
                r->mc.name, (long long)r->m->ps.numel, r->t.train_dir, r->train_ds.n, r->train_ds.n_classes,
