@@ -9,6 +9,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
+import official_pth
 import st_io
 from cswin import CSwin
 from deit import DeiT
@@ -86,6 +87,7 @@ def convert_fixture(config_dir, out_dir):
         pth = os.path.join(tmp, "swin_agent.pth")
         torch.save({"model": model.state_dict(), "epoch": 3}, pth)
         subprocess.run([sys.executable, "tools/convert_pth.py", pth, out, "--config", path], check=True)
+    official_pth.save(model.state_dict(), os.path.dirname(out_dir))
     st_io.save(out.replace(".safetensors", "_logits.safetensors"), {"input": x.numpy(), "logits": logits.numpy()})
 
 
