@@ -163,34 +163,6 @@ TEST(cli_bad_inputs_name_the_problem) {
     EXPECT(code == 2 && strstr(out, "--config is required"), "exit %d:\n%s", code, out);
 }
 
-/* what a user gets wrong first: a typo next to a missing required key, a config name, and no C
- * source location in the message unless VITC_DEBUG=1 asks for it */
-TEST(cli_errors_name_the_typo_and_the_configs_without_source_locations) {
-    setup();
-    char out[16384], path[400];
-    snprintf(path, sizeof(path), "%s/typo.json", work);
-    FILE *f = fopen(path, "w");
-    fprintf(f, "{\"model\": {\"name\": \"deit_t\", \"embed_dimm\": 3}}");
-    fclose(f);
-    int code = run(out, sizeof(out), "./train --config %s", path);
-    EXPECT(code == 1 && strstr(out, "model.embed_dimm: unknown key") && !strstr(out, "data.train"),
-           "the typo comes before the missing data.train (exit %d):\n%s", code, out);
-    f = fopen(path, "w");
-    fprintf(f, "{\"model\": {\"name\": \"deit_t\"}}");
-    fclose(f);
-    code = run(out, sizeof(out), "./train --config %s", path);
-    EXPECT(code == 1 && strstr(out, "data.train: required key is missing"), "exit %d:\n%s", code, out);
-    code = run(out, sizeof(out), "./train --config agent_swn_t");
-    EXPECT(code == 1 && strstr(out, "--config agent_swn_t: no such file, nor configs/agent_swn_t.json") &&
-               strstr(out, "configs/ has:") && strstr(out, " agent_swin_t,") && strstr(out, " demo_fmnist,"),
-           "exit %d:\n%s", code, out);
-    code = run(out, sizeof(out), "./train --config %s --set train.epochs=0", config_path());
-    EXPECT(code == 1 && strstr(out, "train.epochs: 0 is out of range") && !strstr(out, ".c:"),
-           "no source location by default (exit %d):\n%s", code, out);
-    code = run(out, sizeof(out), "VITC_DEBUG=1 ./train --config %s --set train.epochs=0", config_path());
-    EXPECT(code == 1 && strstr(out, "(at src/core/config.c:"), "VITC_DEBUG=1 adds it (exit %d):\n%s", code, out);
-}
-
 TEST(cli_bad_data_and_checkpoints) {
     setup();
     char out[16384], path[600];

@@ -1,7 +1,9 @@
 /* config: precedence, typed getters, resolved tree, and errors naming the JSON path. */
 #include <cjson/cJSON.h>
 
+#include "../models/model.h"
 #include "../src/core/config.h"
+#include "../src/train/trainer.h"
 #include "test.h"
 
 TEST(config_precedence_and_resolved_defaults) {
@@ -48,5 +50,29 @@ TEST(config_errors_name_the_path) {
     EXPECT_ERROR(config_merge_text(&c, "{\"a\": 1,\n \"b\": }", "bad.json"), "bad.json: invalid JSON near line 2");
     EXPECT_ERROR(config_merge_file(&c, "/nonexistent/x.json"), "cannot open config file /nonexistent/x.json");
     EXPECT_ERROR(config_set(&c, "novalue"), "expected key=value");
+    config_free(&c);
+}
+
+TEST(config_closest_is_a_typo_or_nothing) {
+    const char *keys[] = {"model", "data", "aug", "train", "ema", "run"};
+    EXPECT(config_closest("trian", keys, 6) == keys[3], "two letters swapped");
+    EXPECT(config_closest("dta", keys, 6) == keys[1], "a letter left out");
+    EXPECT(config_closest("colour", keys, 6) == NULL, "no key is near colour");
+    const char *configs[] = {"agent_swin_s", "agent_swin_t", "swin_t", "tiny/"};
+    EXPECT(config_closest("agent_swn_t", configs, 4) == configs[1], "agent_swn_t");
+    EXPECT(config_closest("x", configs, 0) == NULL, "nothing to choose from");
+}
+
+/* the issue's case: a misspelt key in a file that also lacks data.train; the typo is often why a
+ * required key looks missing, so it is named first, with the key it probably meant */
+TEST(config_typo_is_named_before_a_missing_key) {
+    config c;
+    config_init(&c);
+    model_config_load_text(&c, "{\"model\": {\"name\": \"deit_t\", \"embed_dimm\": 3}}", "x.json");
+    EXPECT_ERROR(train_check_config(&c), "model.embed_dimm: unknown key; did you mean embed_dim? (valid keys in model:");
+    config_free(&c);
+    config_init(&c);
+    model_config_load_text(&c, "{\"model\": {\"name\": \"deit_t\"}}", "x.json");
+    EXPECT_ERROR(train_check_config(&c), "data.train: required key is missing");
     config_free(&c);
 }

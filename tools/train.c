@@ -29,34 +29,66 @@ static void usage(FILE *f) {
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* the names --config finds in configs/ (sorted), after the error for one it does not */
-static void list_configs(FILE *f) {
-    DIR *d = opendir("configs");
-    char *names[512];
+/* The names --config finds in dir: NAME for each NAME.json and NAME/ for each subdirectory (tiny/NAME
+ * finds configs/tiny/NAME.json); their number, or -1 when dir cannot be read. */
+static int config_names(const char *dir, char **names, int max) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
     int n = 0;
-    for (struct dirent *e; d && n < 512 && (e = readdir(d));) {
+    for (struct dirent *e; n < max && (e = readdir(d));) {
         size_t len = strlen(e->d_name);
-        if (len > 5 && !strcmp(e->d_name + len - 5, ".json")) names[n++] = strndup(e->d_name, len - 5);
+        bool json = len > 5 && !strcmp(e->d_name + len - 5, ".json");
+        if (!json && (e->d_type != DT_DIR || e->d_name[0] == '.')) continue;
+        names[n] = xmalloc(len + 2);
+        if (json) snprintf(names[n++], len + 2, "%.*s", (int)len - 5, e->d_name);
+        else snprintf(names[n++], len + 2, "%s/", e->d_name);
     }
-    if (d) closedir(d);
+    closedir(d);
+    return n;
+}
+
+/* The error for a --config name that matches no file: the nearest config name, then what the
+ * directory it points into has (configs/tiny/ for tiny/NAME; configs/ for a bare name, a path such as
+ * ./my.json, or a subdirectory configs/ lacks). */
+static void no_such_config(const char *name, const char *tried) {
+    const char *slash = strrchr(name, '/'), *base = slash ? slash + 1 : name;
+    bool path = name[0] == '.' || name[0] == '/';
+    int sub = slash && !path ? (int)(base - name) : 0; /* the length of "tiny/" */
+    char dir[600], typed[512];
+    snprintf(dir, sizeof(dir), "configs/%.*s", sub, name);
+    snprintf(typed, sizeof(typed), "%s", base);
+    char *ext = strstr(typed, ".json");
+    if (ext) *ext = 0;
+    char *names[512];
+    int n = config_names(dir, names, 512);
+    if (n < 0 && sub) {
+        sub = 0;
+        snprintf(dir, sizeof(dir), "configs/");
+        n = config_names(dir, names, 512);
+    }
+    const char *near = config_closest(typed, (const char *const *)names, n);
+    fprintf(stderr, "error: --config %s: no such file%s%s", name, path ? "" : ", nor ", path ? "" : tried);
+    if (near) fprintf(stderr, "; did you mean %.*s%s?", sub, name, near);
+    fputc('\n', stderr);
+    if (n < 0) {
+        fprintf(stderr, "there is no configs/ directory here\n");
+        return;
+    }
     qsort(names, (size_t)n, sizeof(names[0]), by_name);
-    fprintf(f, n ? "configs/ has:" : "there is no configs/ directory here\n");
-    for (int i = 0; i < n; i++) {
-        fprintf(f, "%s%s", i % 8 ? ", " : "\n  ", names[i]);
-        free(names[i]);
-    }
-    if (n) fputc('\n', f);
+    fprintf(stderr, "%s has:", dir);
+    for (int i = 0; i < n; i++) fprintf(stderr, "%s%s", i % 8 ? ", " : "\n  ", names[i]);
+    fputc('\n', stderr);
+    for (int i = 0; i < n; i++) free(names[i]);
 }
 
 /* --config agent_swin_t or agent_swin_t.json also finds configs/agent_swin_t.json; NULL (after the
- * error and the list of configs/) when neither exists */
+ * error) when neither exists */
 static const char *find_config(const char *name, char *buf, size_t len) {
     if (access(name, R_OK) == 0) return name;
     const char *ext = strstr(name, ".json") ? "" : ".json";
     snprintf(buf, len, "configs/%s%s", name, ext);
     if (access(buf, R_OK) == 0) return buf;
-    fprintf(stderr, "error: --config %s: no such file, nor %s\n", name, buf);
-    list_configs(stderr);
+    no_such_config(name, buf);
     return NULL;
 }
 

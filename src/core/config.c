@@ -290,10 +290,53 @@ static void check_unknown(const config *c, const cJSON *node, const char *prefix
             snprintf(valid + strlen(valid), sizeof(valid) - strlen(valid), "%s, ", name);
         }
         if (strlen(valid) >= 2) valid[strlen(valid) - 2] = 0;
-        config_error(path, "unknown key (valid keys%s%s: %s)", *prefix ? " in " : "", prefix, valid);
+        /* the nearest valid key, from the list (valid keys hold neither ',' nor ' ') */
+        char words[1024];
+        const char *names[256];
+        int n = 0;
+        snprintf(words, sizeof(words), "%s", valid);
+        for (char *w = strtok(words, ", "); w && n < 256; w = strtok(NULL, ", ")) names[n++] = w;
+        const char *near = config_closest(item->string, names, n);
+        char hint[160] = "";
+        if (near) snprintf(hint, sizeof(hint), "; did you mean %s?", near);
+        config_error(path, "unknown key%s (valid keys%s%s: %s)", hint, *prefix ? " in " : "", prefix, valid);
     }
 }
 
 void config_check_unknown(const config *c) { check_unknown(c, c->root, ""); }
+
+/* Edits from a to b: insert, delete or replace a letter, or swap two neighbours (the commonest
+ * typos). Row i of the table is the distance of a's first i letters to each prefix of b; it needs
+ * rows i-1 and i-2 only. */
+static int edit_distance(const char *a, const char *b) {
+    int lb = (int)strlen(b);
+    if (lb >= 128) return 1 << 20;
+    int rows[3][128], *before = rows[0], *prev = rows[1], *cur = rows[2];
+    for (int j = 0; j <= lb; j++) prev[j] = j;
+    for (int i = 1; a[i - 1]; i++) {
+        cur[0] = i;
+        for (int j = 1; j <= lb; j++) {
+            int d = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            if (prev[j] + 1 < d) d = prev[j] + 1;
+            if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && before[j - 2] + 1 < d)
+                d = before[j - 2] + 1;
+            cur[j] = d;
+        }
+        int *t = before;
+        before = prev, prev = cur, cur = t;
+    }
+    return prev[lb];
+}
+
+const char *config_closest(const char *typed, const char *const *names, int n) {
+    const char *best = NULL;
+    int best_d = 0;
+    for (int i = 0; i < n; i++) {
+        int d = edit_distance(typed, names[i]);
+        if (!best || d < best_d) best = names[i], best_d = d;
+    }
+    return best && (best_d <= 1 || 3 * best_d <= (int)strlen(best)) ? best : NULL;
+}
 
 char *config_to_json(const config *c) { return cJSON_Print(c->root); }

@@ -1,8 +1,8 @@
 /* JSON configuration (cJSON) with typed, range-checked getters. Layers merge in order of precedence
  * (built-in defaults < model registry < --config file < --set a.b=v); every getter records its key
  * and writes its default into the tree, so after reading, the tree is the resolved config and any
- * key nobody read is an unknown key (config_check_unknown names it and lists the valid ones).
- * Errors name the JSON path and the offending value and exit 1. */
+ * key nobody read is an unknown key (config_check_unknown names it, the nearest valid key and the
+ * valid ones). Errors name the JSON path and the offending value and exit 1. */
 #pragma once
 #include <stdbool.h>
 
@@ -37,8 +37,12 @@ void config_float_array(config *c, const char *path, int n, const double *def, d
 /* The raw node at path (NULL if absent), marking it known. */
 cJSON *config_node(config *c, const char *path);
 bool config_has(const config *c, const char *path);
-/* Errors on the first key in the tree that no getter read, naming it and the valid keys beside it. */
+/* Errors on the first key in the tree that no getter read, naming it, the valid key nearest to it
+ * and all the valid keys beside it. */
 void config_check_unknown(const config *c);
+/* The entry of names[0..n) nearest to typed by edit distance, or NULL when even that one is too far
+ * for a typo (more than one edit, and more than one per three letters): the "did you mean" of errors. */
+const char *config_closest(const char *typed, const char *const *names, int n);
 /* The resolved config as JSON text (caller frees with free()). */
 char *config_to_json(const config *c);
 /* Reports a config error at path and exits 1. */

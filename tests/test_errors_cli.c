@@ -1,0 +1,45 @@
+/* The errors a user meets first, end to end with ./train: a misspelt key next to a missing one, a
+ * --config name that matches no file, and a failed check, which shows its C source location only
+ * with VITC_DEBUG=1. Each names what to type instead where it can, and exits 1. */
+#include "shell.h"
+#include "test.h"
+#include "tiny_run.h"
+
+TEST(errors_cli_typo_is_named_before_a_missing_key) {
+    char out[16384], path[400];
+    snprintf(path, sizeof(path), "%s/typo.json", tiny_run_dir());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"model\": {\"name\": \"deit_t\", \"embed_dimm\": 3}}");
+    fclose(f);
+    int code = run(out, sizeof(out), "./train --config %s", path);
+    EXPECT(code == 1 && strstr(out, "model.embed_dimm: unknown key; did you mean embed_dim?") &&
+               strstr(out, "valid keys in model: name,") && !strstr(out, "data.train"),
+           "exit %d:\n%s", code, out);
+}
+
+TEST(errors_cli_config_name_suggests_and_lists_configs) {
+    char out[16384];
+    int code = run(out, sizeof(out), "./train --config agent_swn_t");
+    EXPECT(code == 1 && strstr(out, "--config agent_swn_t: no such file, nor configs/agent_swn_t.json; "
+                                    "did you mean agent_swin_t?\nconfigs/ has:") &&
+               strstr(out, " agent_swin_s, agent_swin_s_288, agent_swin_t,") && strstr(out, " tiny/"),
+           "exit %d:\n%s", code, out);
+    /* a subdirectory's name: its own configs */
+    code = run(out, sizeof(out), "./train --config tiny/deit_agnt");
+    EXPECT(code == 1 && strstr(out, "did you mean tiny/deit_agent?\nconfigs/tiny/ has:") &&
+               strstr(out, " deit_agent, deit_elfatt,"),
+           "exit %d:\n%s", code, out);
+}
+
+TEST(errors_cli_source_location_only_with_vitc_debug) {
+    char out[16384];
+    /* ELFATT splits its heads into global and local ones: one head fails the check in its constructor */
+    const char *cmd = "./train --config tiny/deit_elfatt --set model.num_heads=[1] --summary";
+    int code = run(out, sizeof(out), "env -u VITC_DEBUG %s", cmd);
+    EXPECT(code == 1 && strstr(out, "error: blocks.0.attn: ELFATT needs at least 2 heads") && !strstr(out, ".c:"),
+           "no source location by default (exit %d):\n%s", code, out);
+    code = run(out, sizeof(out), "VITC_DEBUG=1 %s", cmd);
+    EXPECT(code == 1 && strstr(out, "ELFATT needs at least 2 heads") && strstr(out, "(check failed: ") &&
+               strstr(out, ".c:"),
+           "VITC_DEBUG=1 adds the failed check and its file:line (exit %d):\n%s", code, out);
+}
