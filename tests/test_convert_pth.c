@@ -91,4 +91,14 @@ TEST(convert_pth_names_imagenet_classes_and_its_errors) {
                !strstr(out, "Traceback"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), CONVERT " /nonexistent.pth %s --model agent_swin_t", path);
     EXPECT(code != 0 && strstr(out, "error: /nonexistent.pth: no such file"), "exit %d:\n%s", code, out);
+    /* a download cut short: the legacy format ends inside the tensor data, the zip loses its directory */
+    const char *cut[] = {"legacy", "zip"}, *why[] = {"truncated: the file ends inside its tensor data",
+                                                     "a zip archive that cannot be read"};
+    for (int k = 0; k < 2; k++) {
+        code = run(out, sizeof(out), "head -c 150000 tests/fixtures/official_swin_agent_%s.pth > %s && " CONVERT
+                   " %s %s --model agent_swin_t", cut[k], bad, bad, path);
+        EXPECT(code != 0 && strstr(out, bad) && strstr(out, why[k]) && !strstr(out, "Traceback"),
+               "%s cut short: exit %d:\n%s", cut[k], code, out);
+    }
+    remove(bad);
 }
