@@ -1,0 +1,101 @@
+/* Device discovery, selection, memory helpers and the cuBLAS handle (one device per process). */
+#include "common.cuh"
+#include "device.h"
+
+#include <stdio.h>
+
+static cublasHandle_t blas;
+static int blas_device = -1;
+
+extern "C" int cuda_device_count(void) {
+    int n = 0;
+    /* without a driver this returns an error (cudaErrorNoDevice, cudaErrorInsufficientDriver...):
+     * that means no device, not a failure of the program */
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the error so the next CUDA call does not report it */
+        return 0;
+    }
+    return n;
+}
+
+extern "C" bool cuda_select(int index, char *err, size_t n) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(err, n, "--device cuda: no CUDA device (cudaGetDeviceCount: %s)",
+                 cudaGetErrorString(e));
+        return false;
+    }
+    if (count == 0) {
+        snprintf(err, n, "--device cuda: no CUDA device (cudaGetDeviceCount found 0)");
+        return false;
+    }
+    if (index < 0 || index >= count) {
+        snprintf(err, n, "--device cuda: device %d does not exist (%d found, 0 to %d)", index,
+                 count, count - 1);
+        return false;
+    }
+    if ((e = cudaSetDevice(index)) != cudaSuccess) {
+        snprintf(err, n, "--device cuda: cannot use device %d (cudaSetDevice: %s)", index,
+                 cudaGetErrorString(e));
+        return false;
+    }
+    if (blas_device == index) return true;
+    if (blas_device >= 0) cublasDestroy(blas); /* it belongs to the previous device */
+    blas_device = -1;
+    cublasStatus_t s = cublasCreate(&blas);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, n, "--device cuda: cannot start cuBLAS on device %d (cublasCreate: %s)",
+                 index, cublasGetStatusString(s));
+        return false;
+    }
+    /* plain fp32 products (no TF32 tensor cores): the kernels are checked against the CPU's fp32 */
+    cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
+    blas_device = index;
+    return true;
+}
+
+cublasHandle_t cuda_blas_handle(void) {
+    CHECK(blas_device >= 0, "CUDA: no device selected (call cuda_select first)");
+    return blas;
+}
+
+extern "C" const char *cuda_device_name(char *buf, size_t n) {
+    int dev = 0;
+    cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+    snprintf(buf, n, "%s (sm_%d%d, %.0f GiB)", p.name, p.major, p.minor,
+             (double)p.totalGlobalMem / (1 << 30));
+    return buf;
+}
+
+extern "C" float *cuda_alloc_floats(size_t n) {
+    if (n == 0) return NULL;
+    void *p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, n * sizeof(float)));
+    return (float *)p;
+}
+
+extern "C" void cuda_free(void *p) {
+    if (p) CUDA_CHECK(cudaFree(p));
+}
+
+extern "C" void cuda_zero_floats(float *dst, size_t n) {
+    if (n) CUDA_CHECK(cudaMemset(dst, 0, n * sizeof(float)));
+}
+
+extern "C" void cuda_to_device(float *dst, const float *src, size_t n) {
+    if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+extern "C" void cuda_to_host(float *dst, const float *src, size_t n) {
+    if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+extern "C" void cuda_copy_floats(float *dst, const float *src, size_t n) {
+    if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
+}
+
+extern "C" void cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }

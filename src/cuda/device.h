@@ -1,0 +1,35 @@
+/* The CUDA device: discovery and selection, device memory and copies, synchronisation. Every
+ * failing CUDA call dies with file:line and the CUDA error string, except discovery and selection,
+ * which report back so `--device cuda` can explain why there is no GPU. Built only with `make
+ * CUDA=1`. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of usable CUDA devices; 0 when there is no driver or no GPU (never aborts). */
+int cuda_device_count(void);
+/* Makes device `index` current and creates its cuBLAS handle. false with a message in err (n bytes)
+ * such as "--device cuda: no CUDA device (cudaGetDeviceCount: ...)" when that is impossible. */
+bool cuda_select(int index, char *err, size_t n);
+/* Name and compute capability of the current device into buf, e.g. "NVIDIA H100 (sm_90)". */
+const char *cuda_device_name(char *buf, size_t n);
+
+/* Device memory (uninitialised) for n floats; n = 0 gives NULL. */
+float *cuda_alloc_floats(size_t n);
+void cuda_free(void *p); /* NULL is fine */
+void cuda_zero_floats(float *dst, size_t n);
+/* Copies of n floats: host to device, device to host, device to device. The first two wait for the
+ * work queued before them, so a copy to the host sees every kernel launched earlier. */
+void cuda_to_device(float *dst, const float *src, size_t n);
+void cuda_to_host(float *dst, const float *src, size_t n);
+void cuda_copy_floats(float *dst, const float *src, size_t n);
+/* Waits for every queued kernel; a fault inside one is reported here. */
+void cuda_sync(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,63 @@
+/* Cross entropy with soft targets: one block per sample computes the log-sum-exp in double, as the
+ * CPU; the mean over samples is one thread summing the rows in order (deterministic, no atomics).
+ */
+#include <math.h>
+
+#include "common.cuh"
+#include "loss.h"
+
+static __global__ void cross_entropy_rows_kernel(float *row_loss, float *probs, const float *logits,
+                                                 const float *target, int K) {
+    const int64_t b = blockIdx.x;
+    const float *z = logits + b * K, *t = target + b * K;
+    float *p = probs + b * K;
+    float mx = -INFINITY;
+    for (int k = threadIdx.x; k < K; k += blockDim.x) mx = fmaxf(mx, z[k]);
+    mx = block_max(mx);
+    double s = 0;
+    for (int k = threadIdx.x; k < K; k += blockDim.x) s += exp((double)z[k] - mx);
+    const double lse = mx + log(block_sum(s));
+    double row = 0;
+    for (int k = threadIdx.x; k < K; k += blockDim.x) {
+        p[k] = (float)exp((double)z[k] - lse);
+        row -= t[k] * ((double)z[k] - lse);
+    }
+    row = block_sum(row);
+    if (threadIdx.x == 0) row_loss[b] = (float)row;
+}
+
+static __global__ void mean_kernel(float *loss, const float *row_loss, int B) {
+    double total = 0;
+    for (int b = 0; b < B; b++) total += row_loss[b];
+    loss[0] = (float)(total / B);
+}
+
+extern "C" void cuda_cross_entropy_forward(float *loss, float *row_loss, float *probs,
+                                           const float *logits, const float *target, int B, int K) {
+    CHECK(B > 0, "cuda_cross_entropy_forward: batch %d", B);
+    cross_entropy_rows_kernel<<<row_blocks(B), ROW_THREADS>>>(row_loss, probs, logits, target, K);
+    CUDA_LAUNCHED();
+    mean_kernel<<<1, 1>>>(loss, row_loss, B);
+    CUDA_LAUNCHED();
+}
+
+/* d/dz of -sum t log softmax(z) = softmax(z) sum(t) - t */
+static __global__ void cross_entropy_backward_kernel(float *dlogits, const float *dloss,
+                                                     const float *probs, const float *target, int B,
+                                                     int K) {
+    const int64_t b = blockIdx.x;
+    const float *p = probs + b * K, *t = target + b * K;
+    float s = 0;
+    for (int k = threadIdx.x; k < K; k += blockDim.x) s += t[k];
+    const float mass = block_sum(s), g = dloss[0] / B;
+    float *d = dlogits + b * K;
+    for (int k = threadIdx.x; k < K; k += blockDim.x) d[k] += g * (p[k] * mass - t[k]);
+}
+
+extern "C" void cuda_cross_entropy_backward(float *dlogits, const float *dloss, const float *probs,
+                                            const float *target, int B, int K) {
+    if (B == 0) return;
+    cross_entropy_backward_kernel<<<row_blocks(B), ROW_THREADS>>>(dlogits, dloss, probs, target, B,
+                                                                  K);
+    CUDA_LAUNCHED();
+}

@@ -1,0 +1,27 @@
+/* CUDA versions of src/cpu/norm.h on device pointers, same semantics: layernorm and softmax
+ * (layernorm_apply, l2norm and mean are not here yet). Backward kernels accumulate (+=) except
+ * softmax_backward, which writes, as on the CPU. */
+#pragma once
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* x (M, C) -> out (M, C); writes the row mean and rstd (M) for the backward */
+void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                            const float *b, int64_t M, int C, float eps);
+/* dx (M, C), dw, db (C) += gradients; dw/db NULL to skip */
+void cuda_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                             const float *mean, const float *rstd, const float *w, int64_t M,
+                             int C);
+/* out (M, N) = softmax over rows of x + bias, bias (NB) repeating every NB elements (NB = N * k,
+ * NB divides M*N) or NULL */
+void cuda_softmax_forward(float *out, const float *x, const float *bias, int64_t M, int N,
+                          int64_t NB);
+/* dlogits (M, N) = y * (g - sum(g * y)) written (not accumulated) */
+void cuda_softmax_backward(float *dlogits, const float *dout, const float *y, int64_t M, int N);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,228 @@
+/* The CPU stand-in for the CUDA runtime and cuBLAS (see cuda_runtime.h): one emulated device,
+ * blocks run one after another, the threads of a block as ucontext fibers that switch at every
+ * barrier. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "cublas_v2.h"
+
+extern "C" {
+#include "core/check.h"
+}
+
+dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+/* ---- kernel launches ---- */
+
+enum { FIBER_STACK = 64 << 10, MAX_THREADS = 1024 };
+struct fiber {
+    ucontext_t ctx;
+    bool done, waiting;
+};
+static ucontext_t scheduler;
+static fiber fibers[MAX_THREADS];
+static std::vector<char> stacks;
+static const std::function<void()> *body;
+static unsigned current;
+
+static void fiber_main(void) {
+    (*body)();
+    fibers[current].done = true; /* returning resumes the scheduler (uc_link) */
+}
+
+void __syncthreads(void) {
+    fibers[current].waiting = true;
+    swapcontext(&fibers[current].ctx, &scheduler);
+}
+
+void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
+    CHECK(grid.y == 1 && grid.z == 1 && block.y == 1 && block.z == 1 && block.x >= 1 &&
+              block.x <= MAX_THREADS && grid.x >= 1,
+          "emu: launch of %ux%ux%u blocks of %ux%ux%u threads (1-D, 1 to %d threads only)", grid.x,
+          grid.y, grid.z, block.x, block.y, block.z, MAX_THREADS);
+    if (stacks.size() < (size_t)block.x * FIBER_STACK) stacks.resize((size_t)block.x * FIBER_STACK);
+    gridDim = grid, blockDim = block, body = &fn;
+    for (unsigned b = 0; b < grid.x; b++) {
+        blockIdx = dim3(b);
+        for (unsigned t = 0; t < block.x; t++) {
+            fiber *f = &fibers[t];
+            getcontext(&f->ctx);
+            f->ctx.uc_stack.ss_sp = &stacks[(size_t)t * FIBER_STACK];
+            f->ctx.uc_stack.ss_size = FIBER_STACK;
+            f->ctx.uc_link = &scheduler;
+            makecontext(&f->ctx, fiber_main, 0);
+            f->done = f->waiting = false;
+        }
+        /* each round runs every live thread to its next barrier or its end, then releases them */
+        for (unsigned live = block.x; live > 0;) {
+            for (unsigned t = 0; t < block.x; t++) {
+                if (fibers[t].done || fibers[t].waiting) continue;
+                current = t, threadIdx = dim3(t);
+                swapcontext(&scheduler, &fibers[t].ctx);
+                if (fibers[t].done) live--;
+            }
+            CHECK(live == 0 || live == block.x,
+                  "emu: block %u: %u of %u threads wait at __syncthreads, the others returned", b,
+                  live, block.x);
+            for (unsigned t = 0; t < block.x; t++) fibers[t].waiting = false;
+        }
+    }
+}
+
+/* ---- device and memory ---- */
+
+static int device = -1;
+static cudaError_t last = cudaSuccess;
+static cudaError_t fail(cudaError_t e) { return last = e; }
+
+/* as the real runtime, CUDA_VISIBLE_DEVICES= (set and empty) hides the device */
+cudaError_t cudaGetDeviceCount(int *n) {
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    *n = visible && !*visible ? 0 : 1;
+    return *n ? cudaSuccess : fail(cudaErrorNoDevice);
+}
+cudaError_t cudaSetDevice(int dev) {
+    return dev == 0 ? (device = 0, cudaSuccess) : fail(cudaErrorInvalidDevice);
+}
+cudaError_t cudaGetDevice(int *dev) {
+    *dev = device < 0 ? 0 : device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
+    if (dev != 0) return fail(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof(*p));
+    strcpy(p->name, "CPU emulation of CUDA, not a GPU");
+    return cudaSuccess;
+}
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = last;
+    last = cudaSuccess;
+    return e;
+}
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess:
+        return "no error";
+    case cudaErrorInvalidValue:
+        return "invalid argument";
+    case cudaErrorMemoryAllocation:
+        return "out of memory";
+    case cudaErrorNoDevice:
+        return "no CUDA-capable device is detected";
+    default:
+        return "invalid device ordinal";
+    }
+}
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess:
+        return "cudaSuccess";
+    case cudaErrorInvalidValue:
+        return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+        return "cudaErrorMemoryAllocation";
+    case cudaErrorNoDevice:
+        return "cudaErrorNoDevice";
+    default:
+        return "cudaErrorInvalidDevice";
+    }
+}
+
+/* [header page(s) | data ending exactly at a page boundary | guard page]: one float past the end
+ * faults (the data is only 4-byte aligned here, unlike CUDA's 256). The mapping's base and length
+ * sit in the 16 bytes before the data. */
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t len = (bytes + 16 + page - 1) / page * page + page;
+    char *base =
+        (char *)mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+    mprotect(base + len - page, page, PROT_NONE);
+    char *d = base + len - page - bytes;
+    size_t header[2] = {(size_t)base, len};
+    memcpy(d - sizeof(header), header, sizeof(header));
+    *p = d;
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) {
+    size_t header[2];
+    if (!p) return cudaSuccess;
+    memcpy(header, (char *)p - sizeof(header), sizeof(header));
+    munmap((void *)header[0], header[1]);
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+    memset(p, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    (void)kind;
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+/* ---- cuBLAS ---- */
+
+struct emu_blas {
+    int unused;
+};
+static emu_blas the_handle;
+
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+    *h = &the_handle;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+    return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
+    (void)mode;
+    return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+const char *cublasGetStatusString(cublasStatus_t s) {
+    return s == CUBLAS_STATUS_SUCCESS         ? "CUBLAS_STATUS_SUCCESS"
+           : s == CUBLAS_STATUS_INVALID_VALUE ? "CUBLAS_STATUS_INVALID_VALUE"
+                                              : "CUBLAS_STATUS_NOT_INITIALIZED";
+}
+
+/* C (m, n) = alpha op(A) op(B) + beta C, column-major; C is not read when beta is 0 (as BLAS) */
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
+                                         cublasOperation_t tb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda, long long sa,
+                                         const float *B, int ldb, long long sb, const float *beta,
+                                         float *C, int ldc, long long sc, int batch) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    const int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
+    if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (rows_a > 1 ? rows_a : 1) ||
+        ldb < (rows_b > 1 ? rows_b : 1) || ldc < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    for (int s = 0; s < batch; s++) {
+        const float *a = A + s * sa, *b = B + s * sb;
+        float *c = C + s * sc;
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double acc = 0;
+                for (int l = 0; l < k; l++) {
+                    float x = ta == CUBLAS_OP_N ? a[i + (size_t)l * lda] : a[l + (size_t)i * lda];
+                    float y = tb == CUBLAS_OP_N ? b[l + (size_t)j * ldb] : b[j + (size_t)l * ldb];
+                    acc += (double)x * y;
+                }
+                float *o = &c[i + (size_t)j * ldc];
+                *o = (float)(*alpha * acc + (*beta == 0 ? 0.0 : (double)*beta * *o));
+            }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                           int n, int k, const float *alpha, const float *A, int lda,
+                           const float *B, int ldb, const float *beta, float *C, int ldc) {
+    return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc,
+                                     0, 1);
+}
