@@ -134,18 +134,21 @@ TEST(dist_killed_rank_ends_the_job_and_the_checkpoint_resumes) {
     const char *dir = tiny_run_dir();
     /* a long run; rank 1 is killed once a few step checkpoints exist */
     int code = run(out, sizeof(out),
-                   MPIRUN "2 ./train --config %s/tiny.json --out %s/runs --set run.name=killed --set train.epochs=400 "
+                   MPIRUN "2 ./train --config %s/tiny.json --out %s/runs --set run.name=rank_killed --set train.epochs=400 "
                    "--set run.save_every_steps=5 --quiet & mpi=$!; "
-                   "while [ $(cat %s/runs/killed/metrics.jsonl 2>/dev/null | wc -l) -lt 40 ]; do sleep 0.05; done; "
-                   "for p in $(pgrep -P $mpi); do grep -qz '^OMPI_COMM_WORLD_RANK=1$' /proc/$p/environ && kill -9 $p; done; "
+                   "while [ $(cat %s/runs/rank_killed/metrics.jsonl 2>/dev/null | wc -l) -lt 40 ] && kill -0 $mpi; "
+                   "do sleep 0.05; done; killed=no; "
+                   "for p in $(pgrep -P $mpi); do grep -qz '^OMPI_COMM_WORLD_RANK=1$' /proc/$p/environ && "
+                   "kill -9 $p && killed=yes; done; "
                    "start=$(date +%%s); wait $mpi; status=$?; end=$(date +%%s); "
-                   "echo \"mpirun exit $status after $((end - start)) s\"; [ $status -ne 0 ] && [ $((end - start)) -le 30 ]",
+                   "echo \"rank 1 killed: $killed; mpirun exit $status after $((end - start)) s\"; "
+                   "[ $killed = yes ] && [ $status -ne 0 ] && [ $((end - start)) -le 30 ]",
                    dir, dir, dir);
     EXPECT(code == 0, "a killed rank must end the job non-zero within 30 s:\n%s", out);
     /* on 1 process, to 5 steps past the last one the killed job logged */
-    code = run(out, sizeof(out), "m=%s/runs/killed/metrics.jsonl; "
+    code = run(out, sizeof(out), "m=%s/runs/rank_killed/metrics.jsonl; "
                "last=$(grep -o '\"step\": [0-9]*' $m | tail -n 1 | grep -o '[0-9]*$'); "
-               "./train --resume %s/runs/killed/last.safetensors --set run.stop_after_steps=$((last + 5)) --quiet && "
+               "./train --resume %s/runs/rank_killed/last.safetensors --set run.stop_after_steps=$((last + 5)) --quiet && "
                "tail -n 1 $m | grep -o '\"step\": [0-9]*' | grep -qx \"\\\"step\\\": $((last + 5))\"",
                dir, dir);
     EXPECT(code == 0, "1 process resumes the checkpoint of the killed job and goes on (exit %d):\n%s", code, out);
@@ -178,12 +181,12 @@ TEST(dist_sharded_evaluation_counts_as_one_process) {
 TEST(dist_bad_input_is_reported_once) {
     if (!have_mpirun()) SKIP("needs mpirun (Debian's openmpi-bin, which make test installs as root)");
     char out[16384];
-    int code = run(out, sizeof(out), MPIRUN "2 ./train --config %s --out %s/runs --set run.name=bad "
+    int code = run(out, sizeof(out), MPIRUN "2 ./train --config %s --out %s/runs --set run.name=dist_bad "
                    "--set data.train='\"%s/nowhere\"' --quiet", tiny_run_config(), tiny_run_dir(), tiny_run_dir());
     int errors = 0;
     for (const char *p = out; (p = strstr(p, "error: ")); p++) errors++;
     EXPECT(code != 0 && errors == 1 && strstr(out, "nowhere"), "exit %d, %d error lines:\n%s", code, errors, out);
-    code = run(out, sizeof(out), MPIRUN "3 ./train --config %s --out %s/runs --set run.name=bad --quiet "
+    code = run(out, sizeof(out), MPIRUN "3 ./train --config %s --out %s/runs --set run.name=dist_bad --quiet "
                "--set train.batch=7", tiny_run_config(), tiny_run_dir());
     errors = 0;
     for (const char *p = out; (p = strstr(p, "error: ")); p++) errors++;
