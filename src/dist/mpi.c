@@ -3,7 +3,6 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../core/check.h"
@@ -165,18 +164,12 @@ void dist_reducer_ready(dist_reducer *r, int64_t final_from) {
     }
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void dist_reducer_finish(dist_reducer *r, float scale) {
     if (!active) return;
     while (r->next < r->n_buckets) start_bucket(r, r->next++);
-    double t0 = now_s();
+    double t0 = MPI_Wtime();
     MPI_Waitall(r->n_buckets, r->requests, MPI_STATUSES_IGNORE);
-    r->wait_s += now_s() - t0;
+    r->wait_s += MPI_Wtime() - t0;
     r->next = 0;
     if (scale != 1.0f)
         for (int64_t i = 0; i < r->n; i++) r->grad[i] *= scale;
