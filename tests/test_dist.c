@@ -1,5 +1,6 @@
 /* Data-parallel training under mpirun on the tiny task: N ranks follow the 1-process trajectory
- * (mixup and drop path off, whose draws are per rank), two runs with the same ranks are bit-identical,
+ * (mixup off, which mixes within each rank; drop path on in the second block,
+ * drawn per sample of the whole batch), two runs with the same ranks are bit-identical,
  * a checkpoint of N ranks resumes on M, evaluation sharded over ranks counts exactly as one process,
  * and a killed rank ends the job. */
 #include <math.h>
@@ -17,7 +18,8 @@
                "mpirun --oversubscribe -np "
 /* qkv_bias off: softmax ignores the key bias, whose gradient is then rounding noise that AdamW scales
  * into full steps of random sign, following no summation order */
-#define SAME_PATH "--set aug.mixup=0 --set aug.cutmix=0 --set model.drop_path=0 --set model.qkv_bias=false --quiet"
+#define SAME_PATH "--set aug.mixup=0 --set aug.cutmix=0 --set model.qkv_bias=false --set model.depths=[2] " \
+                  "--set model.drop_path=0.3 --quiet"
 
 static bool have_mpirun(void) {
     char out[256];

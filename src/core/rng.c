@@ -12,6 +12,7 @@ static uint64_t splitmix64(uint64_t *x) {
 void rng_seed(rng *r, uint64_t seed, uint64_t stream) {
     uint64_t x = seed ^ (stream * 0xd1342543de82ef95ull);
     for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    r->first_sample = 0;
 }
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -5,6 +5,9 @@
 
 typedef struct rng {
     uint64_t s[4];
+    /* for per-sample draws (drop path, dropout): the index in the whole batch of the first sample
+     * drawn for (0 but in a data-parallel rank, which holds part of the batch) */
+    int64_t first_sample;
 } rng;
 
 typedef enum {

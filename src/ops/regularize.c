@@ -1,6 +1,7 @@
 /* Dropout, and the residual branch ending in a linear layer with per-sample drop path (stochastic
- * depth). The random draws are serial and in a fixed order, so a seed gives the same mask whatever
- * the thread count. */
+ * depth). Each sample's draws come from its own stream, keyed by one draw of the op's stream and the
+ * sample's index in the whole batch, so a seed gives the same mask whatever the thread count, and a
+ * data-parallel rank draws for its samples what one process draws for them. */
 #include <string.h>
 
 #include "../core/arena.h"
@@ -14,19 +15,24 @@
 #include "op_table.h"
 #include "ops.h"
 
-/* `groups` draws of keep (1/(1-p)) or 0 */
-static tensor *draw_mask(int id, float p, rng *r, int64_t groups) {
+/* `per` draws of keep (1/(1-p)) or 0 for each of `samples` samples */
+static tensor *draw_mask(int id, float p, rng *r, int64_t samples, int64_t per) {
     CHECK(r, "%s with p %g needs a random stream", op_table[id].name, p);
-    tensor *mask = TENSOR((int)groups);
+    tensor *mask = TENSOR((int)(samples * per));
     float keep = 1.0f / (1.0f - p);
-    for (int64_t i = 0; i < groups; i++) mask->data[i] = rng_uniform(r) >= p ? keep : 0.0f;
+    uint64_t key = rng_u64(r);
+    for (int64_t s = 0; s < samples; s++) {
+        rng g;
+        rng_seed(&g, key + (uint64_t)(r->first_sample + s), RNG_DROP_PATH);
+        for (int64_t j = 0; j < per; j++) mask->data[s * per + j] = rng_uniform(&g) >= p ? keep : 0.0f;
+    }
     return mask;
 }
 
 tensor *op_dropout(tensor *x, float p, rng *r) {
     CHECK(p >= 0 && p < 1, "dropout: probability %g outside [0, 1)", p);
     if (p == 0) return x;
-    tensor *mask = draw_mask(OP_DROPOUT, p, r, x->numel), *out = tensor_like(x);
+    tensor *mask = draw_mask(OP_DROPOUT, p, r, x->shape[0], x->numel / x->shape[0]), *out = tensor_like(x);
     const float *src = x->data, *m = mask->data;
     float *dst = out->data;
 #pragma omp parallel for schedule(static)
@@ -67,7 +73,7 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
           SHAPE_STR(h), SHAPE_STR(w));
     CHECK(!b || b->numel == N, "residual_linear: bias %s for %d outputs", SHAPE_STR(b), N);
     int B = res->shape[0], M = (int)(res->numel / N), rows = M / B;
-    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B) : NULL;
+    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B, 1) : NULL;
     tensor *out = tensor_like(res);
     /* passes of a few samples: the GELU, or the branch in window order, is scratch */
     int64_t per_sample = gelu ? (int64_t)rows * K : g.H ? (int64_t)rows * N : 0;
@@ -186,7 +192,7 @@ tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w,
           "residual_linear_split: residual %s, inputs %s and %s, weight %s do not match", SHAPE_STR(res),
           SHAPE_STR(h0), SHAPE_STR(h1), SHAPE_STR(w));
     CHECK(!b || b->numel == N, "residual_linear_split: bias %s for %d outputs", SHAPE_STR(b), N);
-    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR_SPLIT, p, r, B) : NULL;
+    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR_SPLIT, p, r, B, 1) : NULL;
     tensor *out = tensor_like(res), *h[2] = {h0, h1};
     size_t n_part = (size_t)N * (K0 > K1 ? K0 : K1);
     float *w_part = scratch_floats(n_part);
@@ -246,7 +252,7 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
     int B = res->shape[0];
     mlp_dims d = {res->numel / C, C, H, (int)(res->numel / C / B)};
     bool record = tape_grad_enabled();
-    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B) : NULL;
+    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B, 1) : NULL;
     tensor *out = tensor_like(res), *mean = TENSOR((int)d.M), *rstd = TENSOR((int)d.M), *h = NULL;
     if (record) {
         int shape[TENSOR_MAX_DIMS];

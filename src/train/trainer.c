@@ -380,12 +380,14 @@ static bool train_step(run *r, int epoch) {
         CHECK(loader_next(r->train_l, &b), "the training loader ended before step %lld", (long long)r->st.step);
         skipped += b.skipped;
         /* mixup and drop path draw from (seed, micro-batch): a resumed run draws the same. Every rank
-         * mixes its own part of the batch with the same draws; drop path's masks differ per rank */
+         * mixes its own part of the batch with the same draws; drop path draws per sample of the
+         * whole batch, as one process does */
         uint64_t stream = t->seed * 1000003u + (uint64_t)(r->st.step * t->accum + micro);
         rng g;
         rng_seed(&g, stream, RNG_MIXUP);
         mixup_apply(&t->mix, b.images, b.n, S, S, C, b.labels, K, r->targets, &g);
-        rng_seed(&g, stream + (uint64_t)dist_rank() * 0x9e3779b97f4a7c15u, RNG_DROP_PATH);
+        rng_seed(&g, stream, RNG_DROP_PATH);
+        g.first_sample = (int64_t)dist_rank() * (t->batch / dist_size());
         forward_opts fo = {.train = true, .rng = &g};
         if (micro == 0) params_zero_grad(&r->m->ps);
         tensor *x = tensor_wrap(b.images, 4, (int[]){b.n, S, S, C});
