@@ -7,7 +7,7 @@
 #include "../src/core/check.h"
 
 static const backbone *const backbones[] = {&backbone_deit, &backbone_swin, &backbone_pvt,
-                                            &backbone_pvt_v2, &backbone_cswin};
+                                            &backbone_pvt_v2, &backbone_cswin, &backbone_sit};
 
 static const backbone *find_backbone(const model_config *cfg) {
     for (size_t i = 0; i < sizeof(backbones) / sizeof(backbones[0]); i++)
@@ -33,6 +33,7 @@ model *model_create(const model_config *cfg, uint64_t seed) {
     rng r;
     rng_seed(&r, seed, RNG_INIT);
     params_init_values(&m->ps, &r);
+    if (bb == &backbone_sit) sit_init_pos_embed(m);
     return m;
 }
 

@@ -13,7 +13,7 @@
 
 typedef struct model_config {
     char name[64]; /* registry name, e.g. agent_swin_t */
-    char arch[16]; /* deit | pvt | pvt_v2 | swin | cswin */
+    char arch[16]; /* deit | pvt | pvt_v2 | swin | cswin | sit */
     int img_size, in_chans, num_classes, patch_size;
     int n_stages;
     int embed_dim[MAX_STAGES], depths[MAX_STAGES], num_heads[MAX_STAGES];
@@ -32,6 +32,10 @@ typedef struct model_config {
     bool qkv_bias;
     char merge[8];              /* Swin downsampling: "patch" (2x2 merging) or "conv" */
     bool unused_norm;           /* PVT v1: declare FLatten-PVT's never-applied final norm */
+    /* sit only (read for model.arch "sit"): img_size is the latent size, in_chans its channels */
+    int mediator_num;           /* mediators of "mediator" (= agent) attention, a perfect square */
+    bool learn_sigma;           /* final layer predicts 2 x in_chans channels, forward keeps the first half */
+    double class_dropout_prob;  /* label dropout in training; > 0 adds the null class row num_classes */
 } model_config;
 
 /* Reads the model section of a config (model.name picks registry defaults already merged by
@@ -53,15 +57,21 @@ const char *model_registry_name(int i);
 typedef struct model model;
 
 typedef struct forward_opts {
-    bool train; /* drop path / dropout active */
+    bool train; /* drop path / dropout (sit: label dropout) active */
     rng *rng;   /* their random stream */
+    /* conditioning of the diffusion backbone (sit), ignored by the classifiers: per sample a time in
+     * [0, 1] (0 noise, 1 data) and a class label in [0, num_classes] (num_classes: the null class of
+     * classifier-free guidance). NULL: t = 0, the null label (class 0 without a null row). */
+    const float *t;
+    const int *y;
 } forward_opts;
 
 typedef struct backbone {
     const char *arch;
     /* declares every parameter into m->ps (official names) and returns the network state */
     void *(*build)(model *m);
-    /* images (B, H, W, in_chans) -> logits (B, num_classes) */
+    /* images (B, H, W, in_chans) -> logits (B, num_classes); sit: latents (B, H, W, in_chans) ->
+     * the velocity (B, H, W, in_chans), channels-last as its input (learn_sigma's second half dropped) */
     tensor *(*forward)(model *m, tensor *images, const forward_opts *o);
     void (*destroy)(void *net);
 } backbone;
@@ -100,4 +110,7 @@ void check_attn_grid(const model_config *c, int stage, attn_kind kind, int h, in
 /* Drop-path rate of block k of n: linear from 0 to rate (torch.linspace). */
 float drop_path_rate(double rate, int k, int n);
 
-extern const backbone backbone_deit, backbone_pvt, backbone_pvt_v2, backbone_swin, backbone_cswin;
+extern const backbone backbone_deit, backbone_pvt, backbone_pvt_v2, backbone_swin, backbone_cswin,
+    backbone_sit;
+/* SiT's fixed 2-D sin-cos pos_embed, which no init scheme expresses (model_create sets it) */
+void sit_init_pos_embed(model *m);

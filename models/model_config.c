@@ -5,7 +5,7 @@
 #include "../src/core/check.h"
 #include "model.h"
 
-static const char *const arch_names[] = {"deit", "pvt", "pvt_v2", "swin", "cswin", NULL};
+static const char *const arch_names[] = {"deit", "pvt", "pvt_v2", "swin", "cswin", "sit", NULL};
 
 /* registry defaults of model.name under c, unless the config describes its own model (model.arch) */
 static void merge_registry(config *c, const config *user) {
@@ -52,7 +52,9 @@ static attn_kind attn_kind_of(const char *path, const cJSON *v) {
     if (!cJSON_IsString(v)) config_error(path, "expected an attention name, got a non-string");
     for (int k = 0; attn_names[k]; k++)
         if (strcmp(v->valuestring, attn_names[k]) == 0) return (attn_kind)k;
-    config_error(path, "unknown attention \"%s\" (valid: native, agent, flatten, elfatt)",
+    /* Attention Mediators' AttentionWithMediators is agent attention with agents renamed */
+    if (strcmp(v->valuestring, "mediator") == 0) return ATTN_AGENT;
+    config_error(path, "unknown attention \"%s\" (valid: native, agent, flatten, elfatt, mediator)",
                  v->valuestring);
 }
 
@@ -131,6 +133,11 @@ void model_config_read(model_config *mc, config *c) {
     mc->unused_norm = config_bool(c, "model.unused_norm", false);
     snprintf(mc->merge, sizeof(mc->merge), "%s",
              config_str(c, "model.merge", "patch", (const char *const[]){"patch", "conv", NULL}));
+    if (!strcmp(mc->arch, "sit")) { /* the official SiT defaults */
+        mc->mediator_num = config_int(c, "model.mediator_num", 64, 1, 4096);
+        mc->learn_sigma = config_bool(c, "model.learn_sigma", true);
+        mc->class_dropout_prob = config_float(c, "model.class_dropout_prob", 0.1, 0, 1);
+    }
     for (int s = 0; s < S; s++) {
         char path[64];
         snprintf(path, sizeof(path), "model.num_heads[%d]", s);

@@ -75,6 +75,7 @@ void model_summary(model *m, FILE *f) {
     forward_opts fo = {.train = false};
     params_zero_grad(&m->ps);
     tensor *logits = model_forward(m, x, &fo);
+    logits = RESHAPE(logits, 1, (int)logits->numel); /* any output (sit's latents) as one row */
     tape_backward(op_cross_entropy_labels(logits, (int[]){0}, 0.0f));
     size_t act = vitc_arena.peak;
     tape_reset();

@@ -1,5 +1,6 @@
 #include "op_table.h"
 
+#include "adaln.h"
 #include "backward.h"
 
 const op_info op_table[OP_COUNT] = {
@@ -40,4 +41,9 @@ const op_info op_table[OP_COUNT] = {
     [OP_RESIDUAL_LINEAR_SPLIT] = {"residual_linear_split", op_residual_linear_split_backward},
     [OP_ATTENTION] = {"attention", op_attention_backward},
     [OP_CROSS_ENTROPY] = {"cross_entropy", op_cross_entropy_backward},
+    [OP_SILU] = {"silu", op_silu_backward},
+    [OP_GELU_TANH] = {"gelu_tanh", op_gelu_tanh_backward},
+    [OP_LAYERNORM_MODULATE] = {"layernorm_modulate", op_layernorm_modulate_backward},
+    [OP_GATED_RESIDUAL] = {"gated_residual", op_gated_residual_backward},
+    [OP_EMBEDDING] = {"embedding", op_embedding_backward},
 };

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import official_pth
+import sit
 import st_io
 from cswin import CSwin
 from deit import DeiT
@@ -64,6 +65,7 @@ def main(config_dir, out_dir):
         made += 1
     print(f"{made} fixtures")
     convert_fixture(config_dir, out_dir)
+    sit.make_fixtures(config_dir, os.path.join(os.path.dirname(out_dir), "sit"))
 
 
 def convert_fixture(config_dir, out_dir):
