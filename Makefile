@@ -97,7 +97,7 @@ LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
 $(BUILD)/src/dist/%.o: CFLAGS += -I$(MPI_INCLUDE)
 
-CLIS := train eval
+CLIS := train eval sample
 
 FMNIST_SRC := /usr/share/datasets/fashion-mnist
 FMNIST := data/fashion_mnist
@@ -112,7 +112,7 @@ all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops $(BUILD)/bench
 $(CLIS): %: $(BUILD)/%
 	cp $< $@.tmp && mv -f $@.tmp $@
 
-$(BUILD)/train $(BUILD)/eval $(BUILD)/bench: $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libvitc.a
+$(CLIS:%=$(BUILD)/%) $(BUILD)/bench: $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libvitc.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # installs what is missing as root; otherwise names the apt-get line and stops before any compile

@@ -227,7 +227,10 @@ int main(int argc, char **argv) {
         probe.qy = ((float)(qy >= 0 ? qy : S / 2) + 0.5f) / (float)S;
         pp = &probe;
     }
-    if (image) {
+    if (image && !strcmp(mc.arch, "sit")) {
+        fprintf(stderr, "error: --image: %s is a diffusion model (draw images with ./sample)\n", mc.name);
+        code = 2;
+    } else if (image) {
         code = predict_image(m, &c, &f, image, pp, map_path);
         attn_probe_free(&probe);
     } else {
@@ -259,8 +262,12 @@ int main(int argc, char **argv) {
         }
         loader *l = loader_create(&ds, &ac, batch_size, false, 2, 0);
         loader_shard(l, dist_rank(), dist_size()); /* under mpirun each rank takes part of every batch */
-        eval_result r = evaluate(m, l);
-        if (dist_rank() == 0)
+        bool diffusion = !strcmp(mc.arch, "sit");
+        eval_result r = diffusion ? evaluate_transport(m, l, 0, batch_size) : evaluate(m, l);
+        if (dist_rank() == 0 && diffusion)
+            printf("%s%s on %s: transport loss %.4f  (%d images, %.1f img/s)\n", ckpt, use_ema ? " (EMA)" : "",
+                   data, r.loss, r.n, r.img_per_s);
+        else if (dist_rank() == 0)
             printf("%s%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%d images, %.1f img/s)\n", ckpt,
                use_ema ? " (EMA)" : "", data, r.top1, r.top5, r.loss, r.n, r.img_per_s);
         loader_free(l);

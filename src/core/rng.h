@@ -17,7 +17,9 @@ typedef enum {
     RNG_MIXUP,
     RNG_DROP_PATH,
     RNG_DROPOUT,
-    RNG_TEST
+    RNG_TEST,
+    RNG_TRANSPORT, /* the diffusion objective's t and noise (after RNG_TEST: its value keeps) */
+    RNG_SAMPLE     /* a sampler's initial and injected noise */
 } rng_stream;
 
 void rng_seed(rng *r, uint64_t seed, uint64_t stream);

@@ -59,4 +59,5 @@ void op_focus_backward(tape_node *n);
 void op_linear_attention_backward(tape_node *n);
 void op_softmax_linear_attention_backward(tape_node *n);
 void op_cross_entropy_backward(tape_node *n);
+void op_mse_backward(tape_node *n);
 void op_attention_backward(tape_node *n);

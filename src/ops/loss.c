@@ -61,3 +61,33 @@ tensor *op_cross_entropy_labels(tensor *logits, const int *labels, float smoothi
     }
     return op_cross_entropy(logits, target);
 }
+
+tensor *op_mse(tensor *pred, tensor *target) {
+    CHECK(tensor_same_shape(pred, target), "mse: prediction %s and target %s differ in shape",
+          SHAPE_STR(pred), SHAPE_STR(target));
+    int64_t n = pred->numel;
+    CHECK(n > 0, "mse: empty prediction %s", SHAPE_STR(pred));
+    tensor *out = TENSOR(1);
+    double sum = 0; /* in double: a batch of images is 1e5-1e7 terms */
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)pred->data[i] - target->data[i];
+        sum += d * d;
+    }
+    out->data[0] = (float)(sum / (double)n);
+    tape_record(OP_MSE, out, 2, (tensor *[]){pred, target});
+    return out;
+}
+
+void op_mse_backward(tape_node *n) {
+    tensor *pred = n->in[0], *target = n->in[1];
+    int64_t N = pred->numel;
+    /* d/dp mean (p - t)^2 = 2 (p - t) / N, and the negative for t */
+    float g = 2.0f * n->out->grad[0] / (float)N;
+    float *gp = pred->requires_grad ? tensor_grad(pred) : NULL;
+    float *gt = target->requires_grad ? tensor_grad(target) : NULL;
+    for (int64_t i = 0; i < N; i++) {
+        float d = g * (pred->data[i] - target->data[i]);
+        if (gp) gp[i] += d;
+        if (gt) gt[i] -= d;
+    }
+}

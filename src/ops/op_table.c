@@ -46,4 +46,5 @@ const op_info op_table[OP_COUNT] = {
     [OP_LAYERNORM_MODULATE] = {"layernorm_modulate", op_layernorm_modulate_backward},
     [OP_GATED_RESIDUAL] = {"gated_residual", op_gated_residual_backward},
     [OP_EMBEDDING] = {"embedding", op_embedding_backward},
+    [OP_MSE] = {"mse", op_mse_backward},
 };

@@ -46,6 +46,7 @@ typedef enum {
     OP_LAYERNORM_MODULATE,
     OP_GATED_RESIDUAL,
     OP_EMBEDDING,
+    OP_MSE,
     OP_COUNT
 } op_id;
 

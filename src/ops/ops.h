@@ -147,3 +147,6 @@ tensor *op_softmax_linear_attention(tensor *q, tensor *k, tensor *v, int heads, 
 tensor *op_cross_entropy(tensor *logits, tensor *target);
 /* hard labels (B ints in [0, K)) with label smoothing: target = (1-s) onehot + s/K */
 tensor *op_cross_entropy_labels(tensor *logits, const int *labels, float smoothing);
+/* mean over all elements of (pred - target)^2 -> (1); pred and target of one shape (both may
+ * require a gradient); the SiT transport loss (per-sample mean, then the batch mean, is the same) */
+tensor *op_mse(tensor *pred, tensor *target);

@@ -10,7 +10,7 @@
 typedef struct train_state {
     int epoch;        /* epochs completed */
     int64_t step;     /* optimizer steps taken */
-    double best_top1; /* best validation top-1 so far (-1: none) */
+    double best_top1; /* best validation top-1 so far (-1: none; diffusion: the lowest val loss) */
     int best_epoch;
     /* within the epoch under way (a checkpoint written mid-epoch), so that its summary covers all
      * its steps after a resume */

@@ -22,6 +22,7 @@
 #include "grad_sync.h"
 #include "mixup.h"
 #include "optim.h"
+#include "transport.h"
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
@@ -42,10 +43,40 @@ typedef struct train_config {
     mixup_config mix;
     bool ema, ema_warmup;
     double ema_decay;
+    bool diffusion; /* train.task "diffusion": the SiT transport objective; else "classify" */
     const char *train_dir, *val_dir, *run_name, *out;
 } train_config;
 
-static void train_config_read(train_config *t, config *c, const char *model_name) {
+static const char *const task_names[] = {"classify", "diffusion", NULL};
+
+/* train.task: "diffusion" by default for model.arch "sit" (a velocity, not logits), else "classify" */
+static bool diffusion_task(config *c, const model_config *mc) {
+    bool sit = !strcmp(mc->arch, "sit");
+    bool diffusion = !strcmp(config_str(c, "train.task", sit ? "diffusion" : "classify", task_names), "diffusion");
+    if (diffusion != sit)
+        config_error("train.task", "model.arch \"%s\" trains with train.task \"%s\"", mc->arch,
+                     sit ? "diffusion" : "classify");
+    return diffusion;
+}
+
+/* A diffusion model learns the images themselves: unless the config says otherwise they are only
+ * resized (the whole image, bicubic) and mapped to [-1, 1] (SiT's pixel convention), with SiT's
+ * random horizontal flip; no RandAugment, colour jitter, random erasing or crop */
+static void diffusion_aug_defaults(config *c) {
+    static const char *const defaults[] = {
+        "aug.randaugment=\"\"", "aug.color_jitter=0", "aug.reprob=0", "aug.scale=[1.0, 1.0]",
+        "aug.ratio=[1.0, 1.0]", "aug.crop_pct=1.0", "aug.mixup=0", "aug.cutmix=0", "train.smoothing=0",
+        "data.mean=0.5", "data.std=0.5"};
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "%.*s", (int)(strchr(defaults[i], '=') - defaults[i]), defaults[i]);
+        if (!config_has(c, path)) config_set(c, defaults[i]);
+    }
+}
+
+static void train_config_read(train_config *t, config *c, const model_config *mc) {
+    const char *model_name = mc->name;
+    t->diffusion = diffusion_task(c, mc);
     t->train_dir = config_str(c, "data.train", "", NULL); /* required: read_all says so, after typos */
     t->val_dir = config_str(c, "data.val", "", NULL);
     t->workers = config_int(c, "data.workers", 2, 1, 64);
@@ -80,6 +111,9 @@ static void train_config_read(train_config *t, config *c, const char *model_name
     t->stop_after = config_int(c, "run.stop_after_steps", 0, 0, 2147483647);
     /* a paper config's step is 1024-4096 images, ~2.5 minutes on 2 cores: a checkpoint every ~25 */
     t->save_every = config_int(c, "run.save_every_steps", 10, 0, 2147483647);
+    if (t->diffusion && (t->mix.mixup_alpha > 0 || t->mix.cutmix_alpha > 0))
+        config_error(t->mix.mixup_alpha > 0 ? "aug.mixup" : "aug.cutmix",
+                     "train.task \"diffusion\" mixes no images (set 0)");
 }
 
 static bool make_dirs(const char *path) {
@@ -137,6 +171,41 @@ eval_result evaluate(model *m, loader *l) {
     return r;
 }
 
+eval_result evaluate_transport(model *m, loader *l, uint64_t seed, int batch_size) {
+    eval_result r = {0};
+    bool prev = tape_set_grad_enabled(false);
+    double t0 = now_s(), loss_sum = 0;
+    rng g; /* a key of its own, apart from every training step's */
+    rng_seed(&g, ~seed, RNG_TRANSPORT);
+    uint64_t key = rng_u64(&g);
+    loader_start_epoch(l, 0, 0);
+    batch b;
+    /* the same (t, x0) for sample i of the set in every evaluation and on any number of ranks:
+     * this rank's part of batch k starts at sample k batch + its offset (loader_shard's split) */
+    for (int64_t k = 0; loader_next(l, &b); k++) {
+        int64_t whole = b.n, offset = 0; /* the whole batch's size, of which this rank holds b.n */
+        if (dist_size() > 1) {
+            dist_sum_i64(&whole, 1);
+            offset = whole * dist_rank() / dist_size();
+        }
+        if (!b.n) continue;
+        tensor *loss = transport_loss(m, b.images, b.labels, b.n, key, k * batch_size + offset,
+                                      (forward_opts){.train = false});
+        loss_sum += (double)loss->data[0] * b.n;
+        r.n += b.n;
+        tape_reset();
+        arena_reset(&vitc_arena);
+    }
+    tape_set_grad_enabled(prev);
+    int64_t n = r.n;
+    dist_sum_i64(&n, 1);
+    dist_sum_f64(&loss_sum, 1);
+    r.n = (int)n;
+    if (r.n) r.loss = loss_sum / r.n;
+    r.img_per_s = r.n / (now_s() - t0);
+    return r;
+}
+
 /* a bar redrawn at most 5 times a second on a terminal; one line per log step otherwise */
 static void progress(bool quiet, bool log_step, int epoch, int epochs, int done, int total,
                      double loss, double lr, double img_s, double eta_s, size_t mem) {
@@ -159,8 +228,9 @@ static void progress(bool quiet, bool log_step, int epoch, int epochs, int done,
 /* every section of a training config, validated; unknown keys are errors */
 static void read_all(config *c, model_config *mc, augment_config *ac, train_config *t) {
     model_config_read(mc, c);
+    if (diffusion_task(c, mc)) diffusion_aug_defaults(c);
     augment_config_read(ac, c);
-    train_config_read(t, c, mc->name);
+    train_config_read(t, c, mc);
     /* a typo first: it is often why a required key looks missing */
     config_check_unknown(c);
     if (!t->train_dir[0]) config_error("data.train", "required key is missing");
@@ -384,15 +454,28 @@ static bool train_step(run *r, int epoch) {
          * whole batch, as one process does */
         uint64_t stream = t->seed * 1000003u + (uint64_t)(r->st.step * t->accum + micro);
         rng g;
-        rng_seed(&g, stream, RNG_MIXUP);
-        mixup_apply(&t->mix, b.images, b.n, S, S, C, b.labels, K, r->targets, &g);
-        rng_seed(&g, stream, RNG_DROP_PATH);
-        g.first_sample = (int64_t)dist_rank() * (t->batch / dist_size());
-        forward_opts fo = {.train = true, .rng = &g};
+        int64_t first_sample = (int64_t)dist_rank() * (t->batch / dist_size());
+        tensor *loss;
         if (micro == 0) params_zero_grad(&r->m->ps);
-        tensor *x = tensor_wrap(b.images, 4, (int[]){b.n, S, S, C});
-        tensor *y = tensor_wrap(r->targets, 2, (int[]){b.n, K});
-        tensor *loss = op_cross_entropy(model_forward(r->m, x, &fo), y);
+        if (t->diffusion) {
+            /* t and the noise x0 per sample of the whole batch from (seed, micro-batch); label
+             * dropout (inside the model) from the drop-path stream, also per sample */
+            rng_seed(&g, stream, RNG_TRANSPORT);
+            uint64_t key = rng_u64(&g);
+            rng_seed(&g, stream, RNG_DROP_PATH);
+            g.first_sample = first_sample;
+            loss = transport_loss(r->m, b.images, b.labels, b.n, key, first_sample,
+                                  (forward_opts){.train = true, .rng = &g});
+        } else {
+            rng_seed(&g, stream, RNG_MIXUP);
+            mixup_apply(&t->mix, b.images, b.n, S, S, C, b.labels, K, r->targets, &g);
+            rng_seed(&g, stream, RNG_DROP_PATH);
+            g.first_sample = first_sample;
+            forward_opts fo = {.train = true, .rng = &g};
+            tensor *x = tensor_wrap(b.images, 4, (int[]){b.n, S, S, C});
+            tensor *y = tensor_wrap(r->targets, 2, (int[]){b.n, K});
+            loss = op_cross_entropy(model_forward(r->m, x, &fo), y);
+        }
         float lv = loss->data[0];
         if (!isfinite(lv)) {
             fprintf(stderr, "\nerror: loss is %s at epoch %d, step %lld: stopping; the last good "
@@ -495,15 +578,19 @@ static int train_epoch(run *r) {
 }
 
 /* validation of the weights and of their EMA (swapped in for it) */
+static eval_result evaluate_one(run *r) {
+    return r->t.diffusion ? evaluate_transport(r->m, r->val_l, r->t.seed, r->t.batch) : evaluate(r->m, r->val_l);
+}
+
 static void evaluate_run(run *r, eval_result *raw, eval_result *ev_ema) {
     if (!r->val_l) return;
-    *raw = evaluate(r->m, r->val_l);
+    *raw = evaluate_one(r);
     if (!r->ema) return;
     size_t bytes = sizeof(float) * (size_t)r->m->ps.numel;
     float *keep = xmalloc(bytes);
     memcpy(keep, r->m->ps.data, bytes);
     memcpy(r->m->ps.data, r->ema, bytes);
-    *ev_ema = evaluate(r->m, r->val_l);
+    *ev_ema = evaluate_one(r);
     memcpy(r->m->ps.data, keep, bytes);
     free(keep);
 }
@@ -516,12 +603,27 @@ static int finish_epoch(run *r) {
     st->epoch++;
     eval_result raw = {0}, ev_ema = {0};
     evaluate_run(r, &raw, &ev_ema);
-    double top1 = r->ema && ev_ema.top1 > raw.top1 ? ev_ema.top1 : raw.top1;
-    bool best = r->val_l && top1 > st->best_top1;
-    if (best) st->best_top1 = top1, st->best_epoch = st->epoch;
+    bool best;
+    if (r->t.diffusion) { /* best_top1 holds the lowest validation loss (raw or EMA) of diffusion */
+        double loss = r->ema && ev_ema.loss < raw.loss ? ev_ema.loss : raw.loss;
+        best = r->val_l && (st->best_top1 < 0 || loss < st->best_top1);
+        if (best) st->best_top1 = loss, st->best_epoch = st->epoch;
+    } else {
+        double top1 = r->ema && ev_ema.top1 > raw.top1 ? ev_ema.top1 : raw.top1;
+        best = r->val_l && top1 > st->best_top1;
+        if (best) st->best_top1 = top1, st->best_epoch = st->epoch;
+    }
     double train_loss = st->epoch_loss_sum / (st->epoch_batches ? st->epoch_batches : 1);
     double epoch_s = now_s() - r->t_epoch;
-    if (r->lead) {
+    if (r->lead && r->t.diffusion) {
+        fprintf(r->metrics,
+                "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g, "
+                "\"val_loss\": %.6g, \"ema_val_loss\": %.6g, \"time_s\": %.2f, \"train_img_s\": %.2f, "
+                "\"skipped_files\": %d}\n",
+                st->epoch, (long long)st->step, train_loss, raw.loss, ev_ema.loss, epoch_s,
+                r->timed_batches * r->t.batch / fmax(t_trained, 1e-9), st->epoch_skipped);
+        fflush(r->metrics);
+    } else if (r->lead) {
         fprintf(r->metrics,
                 "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g, "
                 "\"val_top1\": %.4f, \"val_top5\": %.4f, \"val_loss\": %.6g, \"ema_top1\": %.4f, "
@@ -532,8 +634,10 @@ static int finish_epoch(run *r) {
     }
     if (!r->quiet) {
         printf("epoch %d/%d: train loss %.4f", st->epoch, r->total_epochs, train_loss);
-        if (r->val_l) printf(", val top-1 %.2f%% top-5 %.2f%% loss %.4f", raw.top1, raw.top5, raw.loss);
-        if (r->val_l && r->ema) printf(", EMA top-1 %.2f%%", ev_ema.top1);
+        if (r->val_l && r->t.diffusion) printf(", val loss %.4f", raw.loss);
+        else if (r->val_l) printf(", val top-1 %.2f%% top-5 %.2f%% loss %.4f", raw.top1, raw.top5, raw.loss);
+        if (r->val_l && r->ema && r->t.diffusion) printf(", EMA val loss %.4f", ev_ema.loss);
+        else if (r->val_l && r->ema) printf(", EMA top-1 %.2f%%", ev_ema.top1);
         if (st->epoch_skipped) printf(", %d unreadable files skipped", st->epoch_skipped);
         printf(" (%.1fs)\n", epoch_s);
         fflush(stdout);
@@ -564,7 +668,8 @@ int train_run(config *c, const train_options *o) {
         if (code == RUN_OK) code = finish_epoch(&r);
     }
     if (code == RUN_OK && r.lead) /* marks a finished run (tools/sweep.sh skips these) */
-        fprintf(r.metrics, "{\"type\": \"end\", \"epochs\": %d, \"best_top1\": %.4f, \"best_epoch\": %d}\n",
+        fprintf(r.metrics, r.t.diffusion ? "{\"type\": \"end\", \"epochs\": %d, \"best_val_loss\": %.6g, \"best_epoch\": %d}\n"
+                                         : "{\"type\": \"end\", \"epochs\": %d, \"best_top1\": %.4f, \"best_epoch\": %d}\n",
                 r.st.epoch, r.st.best_top1, r.st.best_epoch);
     signal(SIGINT, SIG_DFL);
     /* one rank's error during training ends every rank now: the others would wait for it */

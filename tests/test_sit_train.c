@@ -1,0 +1,114 @@
+/* train.task "diffusion" end to end on the tiny image set (3 classes of 16x16 grey): a tiny
+ * mediator SiT's transport loss falls over 30 steps, a resumed run continues the exact trajectory,
+ * validation logs val_loss, and ./sample writes a grid of the right size. */
+#include <math.h>
+#include <stb_image.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shell.h"
+#include "test.h"
+#include "tiny_run.h"
+
+static const char *sit_settings(void) {
+    static char s[1024];
+    const char *w = tiny_run_dir();
+    snprintf(s, sizeof(s),
+             "--config configs/tiny/sit_mediator.json --set data.train=%s/train --set data.val=%s/val "
+             "--set data.workers=2 --set model.in_chans=1 --set model.img_size=16 --set model.num_classes=3 "
+             "--set model.class_dropout_prob=0.1 --set train.batch=6 --set train.epochs=5 --set train.lr=3e-3 "
+             "--set train.min_lr=3e-3 --set train.lr_scale_batch=0 --set train.warmup_epochs=0 "
+             "--set train.weight_decay=0 --set ema.enabled=true --set ema.decay=0.9 --set run.log_every=1 "
+             "--out %s/runs --threads 2 --quiet",
+             w, w, w);
+    return s;
+}
+
+static double mean_of(char losses[][32], int from, int n) {
+    double s = 0;
+    for (int i = from; i < from + n; i++) s += atof(losses[i]);
+    return s / n;
+}
+
+TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
+    const char *work = tiny_run_dir();
+    char out[16384], dir[400], full[64][32], resumed[64][32];
+    int code = run(out, sizeof(out), "./train %s --set run.name=sit_full", sit_settings());
+    EXPECT(code == 0, "train exited %d:\n%s", code, out);
+    snprintf(dir, sizeof(dir), "%s/runs/sit_full", work);
+    int n = tiny_run_step_losses(dir, full, 64);
+    EXPECT(n == 30, "%d step lines (5 epochs of 6 steps)", n);
+    for (int i = 0; i < n; i++) EXPECT(atof(full[i]) > 0 && atof(full[i]) < 10, "step %d loss %s", i + 1, full[i]);
+    /* t is drawn per sample, so single steps are noisy: the last 5 against the first 5 */
+    EXPECT(mean_of(full, n - 5, 5) < 0.8 * mean_of(full, 0, 5), "loss did not fall: %.4f -> %.4f",
+           mean_of(full, 0, 5), mean_of(full, n - 5, 5));
+    code = run(out, sizeof(out), "grep '\"type\": \"epoch\"' %s/metrics.jsonl | tail -1", dir);
+    EXPECT(code == 0 && strstr(out, "\"val_loss\": ") && strstr(out, "\"ema_val_loss\": ") && !strstr(out, "top1"),
+           "epoch line: %s", out);
+    code = run(out, sizeof(out), "grep -c '\"best_val_loss\"' %s/metrics.jsonl", dir);
+    EXPECT(code == 0 && atoi(out) == 1, "end line: %s", out);
+    /* eval draws the same (t, noise) per validation image as training's validation (seed 0) */
+    code = run(out, sizeof(out), "grep '\"type\": \"epoch\"' %s/metrics.jsonl | tail -1 | sed -E 's/.*\"val_loss\": ([0-9.e+-]+).*/\\1/'", dir);
+    double logged = atof(out);
+    code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --data %s/val --batch 5", dir, work);
+    char *p = strstr(out, "transport loss ");
+    EXPECT(code == 0 && p && fabs(atof(p + 15) - logged) < 1e-3 * logged, "eval: %s (logged val_loss %g)", out, logged);
+
+    code = run(out, sizeof(out), "./train %s --set run.name=sit_part --set run.stop_after_steps=9", sit_settings());
+    EXPECT(code == 0 && strstr(out, "stopping at step 9"), "stopped run exited %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./train --resume %s/runs/sit_part/last.safetensors --set run.stop_after_steps=0 "
+               "--threads 2 --quiet", work);
+    EXPECT(code == 0, "resumed run exited %d:\n%s", code, out);
+    snprintf(dir, sizeof(dir), "%s/runs/sit_part", work);
+    int nr = tiny_run_step_losses(dir, resumed, 64);
+    EXPECT(nr == n, "%d and %d step lines", n, nr);
+    for (int i = 0; i < n && i < nr; i++)
+        EXPECT(!strcmp(full[i], resumed[i]), "step %d: %s uninterrupted vs %s resumed", i + 1, full[i], resumed[i]);
+    code = run(out, sizeof(out), "sed -E 's/, \"(img_s|time_s|train_img_s)\": [0-9.e+-]+//g' %s/runs/sit_full/metrics.jsonl"
+               " > %s/a.jsonl && sed -E 's/, \"(img_s|time_s|train_img_s)\": [0-9.e+-]+//g' %s/metrics.jsonl > %s/b.jsonl"
+               " && diff %s/a.jsonl %s/b.jsonl", work, work, dir, work, work, work);
+    EXPECT(code == 0, "metrics (val_loss included) differ after the resume:\n%s", out);
+
+    const struct {
+        const char *args;
+        int w, h;
+    } grids[] = {{"--n 4 --steps 5", 64, 48}, {"--class 2 --n 3 --steps 4 --sampler ode --cfg 2 --ema", 48, 16},
+                 {"--class 0 --n 2 --steps 3 --sampler heun --seed 5", 32, 16}};
+    for (int i = 0; i < 3; i++) {
+        code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/grid.png %s --threads 2",
+                   work, work, grids[i].args);
+        EXPECT(code == 0 && strstr(out, "wrote"), "sample %s exited %d:\n%s", grids[i].args, code, out);
+        char png[400];
+        snprintf(png, sizeof(png), "%s/grid.png", work);
+        int w = 0, h = 0, ch = 0;
+        EXPECT(stbi_info(png, &w, &h, &ch) && w == grids[i].w && h == grids[i].h && ch == 1, "%s: %s is %dx%dx%d",
+               grids[i].args, png, w, h, ch);
+    }
+    /* class 2's row is the same whether one class or all are drawn */
+    code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/all.png --n 2 --steps 4 "
+               "--threads 2 && ./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/one.png --class 2 --n 2 "
+               "--steps 4 --threads 2", work, work, work, work);
+    EXPECT(code == 0, "exit %d:\n%s", code, out);
+    char p1[400], p2[400];
+    snprintf(p1, sizeof(p1), "%s/all.png", work), snprintf(p2, sizeof(p2), "%s/one.png", work);
+    int w1, h1, c1, w2, h2, c2;
+    unsigned char *all = stbi_load(p1, &w1, &h1, &c1, 1), *one = stbi_load(p2, &w2, &h2, &c2, 1);
+    EXPECT(all && one && w1 == 32 && h1 == 48 && w2 == 32 && h2 == 16 && !memcmp(all + 32 * 32, one, 32 * 16),
+           "class 2's row differs");
+    stbi_image_free(all), stbi_image_free(one);
+    const struct {
+        const char *args, *message;
+        int code;
+    } bad[] = {{"--class 3", "--class 3: the model has classes 0 to 2", 2},
+               {"--sampler dopri5", "--sampler dopri5: expected sde, ode or heun", 2},
+               {"--steps 1", "--steps 1: expected an integer >= 2", 2}};
+    for (int i = 0; i < 3; i++) {
+        code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png %s", work,
+                   work, bad[i].args);
+        EXPECT(code == bad[i].code && strstr(out, bad[i].message), "%s: exit %d:\n%s", bad[i].args, code, out);
+    }
+    code = run(out, sizeof(out), "./train %s --set run.name=bad --set aug.mixup=0.8", sit_settings());
+    EXPECT(code == 1 && strstr(out, "aug.mixup") && strstr(out, "mixes no images"), "mixup: exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./train %s --set run.name=bad --set train.task=classify", sit_settings());
+    EXPECT(code == 1 && strstr(out, "train.task"), "classify a SiT: exit %d:\n%s", code, out);
+}
