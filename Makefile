@@ -105,7 +105,7 @@ FMNIST := data/fashion_mnist
 # the PyTorch reference: Debian's python3-torch (check-deps installs it for make parity)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all test bench bench-dist bench-ops deps clean check-deps demo fmnist ablations plots parity fuzz $(CLIS)
+.PHONY: all test bench bench-dist bench-gemm-bf16 bench-ops deps clean check-deps demo fmnist ablations plots parity fuzz $(CLIS)
 all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops $(BUILD)/bench
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
@@ -153,6 +153,13 @@ bench-dist: check-deps $(BUILD)/bench
 bench-ops: check-deps $(BUILD)/bench_ops
 	$(BUILD)/bench_ops
 
+# bf16 GEMMs against fp32 and, where libdnnl-dev is installed, oneDNN's matmul (docs/bf16.md)
+bench-gemm-bf16: check-deps $(BUILD)/bench_gemm_bf16
+	$(BUILD)/bench_gemm_bf16
+
+$(BUILD)/bench_gemm_bf16: $(BUILD)/tools/bench_gemm_bf16.o $(BUILD)/libvitc.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(if $(wildcard /usr/include/dnnl.h),-ldnnl)
+
 # Debian's Fashion-MNIST as class folders of PNGs, and a 1000-per-class training list for the ablations
 fmnist: check-deps $(BUILD)/fmnist_to_png
 	@test -d $(FMNIST)/val || $(BUILD)/fmnist_to_png $(FMNIST_SRC) $(FMNIST)
@@ -199,4 +206,4 @@ clean:
 	rm -rf build $(CLIS)
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLIS:%=$(BUILD)/tools/%.d) $(BUILD)/tools/bench_ops.d \
-         $(BUILD)/tools/bench.d
+         $(BUILD)/tools/bench.d $(BUILD)/tools/bench_gemm_bf16.d

@@ -1,0 +1,26 @@
+/* What the processor and the operating system let vitc use, from CPUID and XGETBV (x86-64 only;
+ * elsewhere every feature reads as absent). For now the one question is AVX512_BF16 (vdpbf16ps),
+ * which `--precision bf16` needs: without it the run stops at start-up, never a slow path. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct cpu_features {
+    bool x86_64;                      /* the probes below ran at all */
+    bool avx512f, avx512bw, avx512vl; /* CPUID leaf 7 subleaf 0, EBX bits 16, 30, 31 */
+    bool avx512_bf16;                 /* CPUID leaf 7 subleaf 1, EAX bit 5 */
+    bool os_avx512;                   /* XCR0 has the opmask and all 32 zmm registers' state */
+    char brand[49];                   /* CPUID 0x80000002-4, e.g. "Intel(R) Xeon(R) Gold 6148" */
+} cpu_features;
+
+/* probed once, then cached */
+const cpu_features *cpu_features_get(void);
+
+/* AVX512_BF16 and the AVX-512 subsets the bf16 kernels use, enabled by the OS */
+bool cpu_has_avx512_bf16(void);
+
+/* NULL when f has what `--precision bf16` needs, else why not: one sentence naming the processor
+ * and what it lacks, written to buf (n bytes; with buf NULL the answer is "") */
+const char *cpu_bf16_problem(const cpu_features *f, char *buf, size_t n);
+/* the same for this machine (a static buffer): what the CLI prints before exiting */
+const char *cpu_bf16_error(void);

@@ -1,0 +1,376 @@
+#include "gemm_bf16.h"
+
+#include <string.h>
+
+#include "../core/check.h"
+#include "../core/cpu_features.h"
+#include "../core/threads.h"
+
+bf16 bf16_from_float(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    /* rounding would carry a NaN's mantissa into the exponent (or the sign) */
+    if ((u & 0x7fffffff) > 0x7f800000) return (bf16)((u | 0x400000) >> 16);
+    if ((u & 0x7f800000) == 0) return (bf16)(u >> 16 & 0x8000); /* subnormal: a signed 0 */
+    /* adding 0x7fff rounds up what lies above half an ulp of the kept bits; the kept lowest bit
+     * makes an exact half round up when that bit is odd: to even. A carry into the exponent is
+     * right too (up to inf). */
+    return (bf16)((u + 0x7fff + (u >> 16 & 1)) >> 16);
+}
+
+float bf16_to_float(bf16 h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static int even(int k) { return k + (k & 1); }
+
+/* The register tile: TILE_ROWS rows of C by PANEL columns in 2 x TILE_ROWS accumulators; B's PANEL
+ * columns are packed as pairs of bf16 KC at a time (24 KiB that stay in L1), A's rows (ROW_BLOCK of
+ * them at a time, KC wide: 144 KiB in L2) are rounded once and met by every panel. (Tiles of 8 or
+ * 12 rows, blocks of 96 or 384 rows measured the same; KC 384 or 512 ran Swin's third stage 6%
+ * faster than 256, whose two blocks for K = 384 sent C through L2 twice.) */
+#define TILE_ROWS 6
+#define PANEL 32
+#define KC GEMM_BF16_KC
+#define ROW_BLOCK 192
+/* with fewer rows than this a thread, threads split the panels (every thread packs all of A) */
+#define ROWS_PER_THREAD_MIN 256
+
+size_t gemm_bf16_a_size(int M, int K) { return (size_t)M * even(K); }
+
+size_t gemm_bf16_b_size(int N, int K) { return (size_t)(N + PANEL - 1) / PANEL * PANEL * even(K); }
+
+/* GCC >= 10 and Clang >= 9 know the instruction; its code gets the target attribute, so the rest of
+ * the build needs no -mavx512bf16 and runs on any x86-64 */
+#if defined(__x86_64__) &&                                                                         \
+    ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10))
+#include <immintrin.h>
+
+#include "simd.h"
+
+#define BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* the lowest m (clamped to 0..16) lanes */
+static inline __mmask16 lanes(int m) {
+    return m >= 16 ? 0xffff : m <= 0 ? 0 : (__mmask16)((1u << m) - 1);
+}
+
+/* the m (<= 32) floats at x as 32 bf16 in order, zeros past m: 16 pairs. vcvtne2ps2bf16 rounds as
+ * bf16_from_float does, bit for bit. */
+BF16_TARGET INLINE __m512i bf16_of_32(const float *x, int m) {
+    __m512 x0 = _mm512_maskz_loadu_ps(lanes(m), x),
+           x1 = _mm512_maskz_loadu_ps(lanes(m - 16), x + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
+}
+
+/* lane l: the pair (lo[l], hi[l]) of bf16, lo in the lower half, as vdpbf16ps reads a pair */
+BF16_TARGET INLINE __m512i pairs16(__m512 lo, __m512 hi) {
+    static const uint16_t interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                            21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+                                            11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave),
+                                    (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* the stores of a kc-long row in pairs: (kc + 1) / 2 of them from pair p0 on, at most 16 */
+static inline __mmask16 pair_lanes(int kc, int p0) { return lanes((kc + 1) / 2 - p0); }
+
+/* ap (rows, lda_p) = op(A)'s rows r0.. and columns k0..k0 + kc as bf16, zero past kc up to even */
+BF16_TARGET static void pack_a_block(bf16 *ap, int lda_p, bool trans_a, const float *A, int lda,
+                                     int r0, int rows, int k0, int kc) {
+    if (!trans_a) {
+        for (int i = 0; i < rows; i++) {
+            const float *a = A + (size_t)(r0 + i) * lda + k0;
+            for (int k = 0; k < kc; k += 32)
+                _mm512_mask_storeu_epi32(ap + (size_t)i * lda_p + k, pair_lanes(kc, k / 2),
+                                         bf16_of_32(a + k, kc - k));
+        }
+        return;
+    }
+    /* A is stored (K, M): pairs of its rows give 16 rows' pairs a vector, turned by transpose16;
+     * 32 of A's rows are read along at a time */
+    for (int p0 = 0; 2 * p0 < kc; p0 += 16)
+        for (int i0 = 0; i0 < rows; i0 += 16) {
+            __mmask16 in_rows = lanes(rows - i0);
+            vec16 x[16];
+            for (int t = 0; t < 16; t++) {
+                int k = 2 * (p0 + t);
+                __m512 lo = _mm512_setzero_ps(), hi = lo;
+                if (k < kc)
+                    lo = _mm512_maskz_loadu_ps(in_rows, A + (size_t)(k0 + k) * lda + r0 + i0);
+                if (k + 1 < kc)
+                    hi = _mm512_maskz_loadu_ps(in_rows, A + (size_t)(k0 + k + 1) * lda + r0 + i0);
+                x[t] = (vec16)pairs16(lo, hi);
+            }
+            transpose16(x);
+            for (int l = 0; l < 16 && i0 + l < rows; l++)
+                _mm512_mask_storeu_epi32(ap + (size_t)(i0 + l) * lda_p + 2 * p0,
+                                         pair_lanes(kc, p0), (__m512i)x[l]);
+        }
+}
+
+/* bp (pairs, PANEL, 2) = op(B)'s columns j0..j0 + n (n <= PANEL, zero beyond), rows k0..k0 + kc in
+ * pairs (zero past kc up to even): the order in which the tile reads them */
+BF16_TARGET static void pack_b_panel(bf16 *bp, bool trans_b, const float *B, int ldb, int j0, int n,
+                                     int k0, int kc) {
+    if (!trans_b) { /* B stored (K, N): two rows give the pairs of 16 columns */
+        for (int p = 0; 2 * p < kc; p++) {
+            const float *b = B + (size_t)(k0 + 2 * p) * ldb + j0;
+            for (int h = 0; h < PANEL; h += 16) {
+                __m512 lo = _mm512_maskz_loadu_ps(lanes(n - h), b + h);
+                __m512 hi = 2 * p + 1 < kc ? _mm512_maskz_loadu_ps(lanes(n - h), b + ldb + h)
+                                           : _mm512_setzero_ps();
+                _mm512_storeu_si512(bp + 2 * ((size_t)p * PANEL + h), pairs16(lo, hi));
+            }
+        }
+        return;
+    }
+    /* B stored (N, K), a column of op(B) a row: 16 of them in pairs, turned by transpose16 */
+    for (int h = 0; h < PANEL; h += 16)
+        for (int p0 = 0; 2 * p0 < kc; p0 += 16) {
+            vec16 x[16];
+            for (int r = 0; r < 16; r++)
+                x[r] = h + r < n ? (vec16)bf16_of_32(B + (size_t)(j0 + h + r) * ldb + k0 + 2 * p0,
+                                                     kc - 2 * p0)
+                                 : (vec16){0};
+            transpose16(x);
+            for (int t = 0; t < 16 && 2 * (p0 + t) < kc; t++)
+                _mm512_storeu_si512(bp + 2 * ((size_t)(p0 + t) * PANEL + h), (__m512i)x[t]);
+        }
+}
+
+/* how a block's sums meet C (see the header's summation order) */
+typedef struct epilogue {
+    float alpha, beta;
+    bool first;
+} epilogue;
+
+BF16_TARGET INLINE __m512 combine(__m512 s, const float *c, __mmask16 m, epilogue e) {
+    __m512 alpha = _mm512_set1_ps(e.alpha);
+    if (!e.first) return _mm512_fmadd_ps(alpha, s, _mm512_maskz_loadu_ps(m, c));
+    if (e.beta == 0.0f) return _mm512_mul_ps(alpha, s);
+    return _mm512_fmadd_ps(alpha, s,
+                           _mm512_mul_ps(_mm512_set1_ps(e.beta), _mm512_maskz_loadu_ps(m, c)));
+}
+
+/* C's rows (rows <= TILE_ROWS, stride ldc) x n (<= PANEL) columns from `pairs` pairs of A's rows
+ * (bf16, stride lda) and a packed panel */
+BF16_TARGET INLINE void tile(float *c, int ldc, const bf16 *a, int lda, const bf16 *bp, int pairs,
+                             int rows, int n, epilogue e) {
+    __m512 acc[TILE_ROWS][2];
+    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int p = 0; p < pairs; p++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + 2 * PANEL * p);
+        __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + 2 * PANEL * p + 32);
+        for (int r = 0; r < rows; r++) {
+            int32_t pair;
+            memcpy(&pair, a + (size_t)r * lda + 2 * p, sizeof pair);
+            __m512bh x = (__m512bh)_mm512_set1_epi32(pair);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
+        }
+    }
+    __mmask16 m0 = lanes(n), m1 = lanes(n - 16);
+    for (int r = 0; r < rows; r++) {
+        float *cr = c + (size_t)r * ldc;
+        _mm512_mask_storeu_ps(cr, m0, combine(acc[r][0], cr, m0, e));
+        _mm512_mask_storeu_ps(cr + 16, m1, combine(acc[r][1], cr + 16, m1, e));
+    }
+}
+
+/* a block of an fp32 operand as it is stored: `rows` rows of `width` floats, row stride ld */
+typedef struct region {
+    const float *p;
+    int rows, width, ld;
+} region;
+
+/* share `part` of `parts` of the region fetched into L2 while a tile computes: packing the next
+ * block otherwise waits for memory (a transposed operand's short rows defeat the hardware's
+ * prefetcher: dw's fp32 GEMMs spent half their time there) */
+static inline void prefetch_share(region r, int part, int parts) {
+    int i0 = (int)((int64_t)r.rows * part / parts);
+    int i1 = (int)((int64_t)r.rows * (part + 1) / parts);
+    for (int i = i0; i < i1; i++)
+        for (int k = 0; k < r.width + 16; k += 16)
+            __builtin_prefetch(r.p + (size_t)i * r.ld + k, 0, 2);
+}
+
+/* one packed panel against `rows` rows of A: whole tiles, then a shorter one; meanwhile the tiles
+ * fetch shares a_part.. of a_parts of next_a and all of next_b */
+BF16_TARGET static void panel_rows(float *c, int ldc, const bf16 *a, int lda, const bf16 *bp,
+                                   int pairs, int rows, int n, epilogue e, region next_a,
+                                   int a_part, int a_parts, region next_b) {
+    int i = 0, tiles = (rows + TILE_ROWS - 1) / TILE_ROWS;
+    for (; i + TILE_ROWS <= rows; i += TILE_ROWS) {
+        prefetch_share(next_a, a_part + i / TILE_ROWS, a_parts);
+        prefetch_share(next_b, i / TILE_ROWS, tiles);
+        tile(c + (size_t)i * ldc, ldc, a + (size_t)i * lda, lda, bp, pairs, TILE_ROWS, n, e);
+    }
+    if (i < rows) {
+        prefetch_share(next_a, a_part + tiles - 1, a_parts);
+        prefetch_share(next_b, tiles - 1, tiles);
+    }
+    c += (size_t)i * ldc, a += (size_t)i * lda;
+    switch (rows - i) { /* constant row counts, so that the accumulators stay in registers */
+    case 1: tile(c, ldc, a, lda, bp, pairs, 1, n, e); break;
+    case 2: tile(c, ldc, a, lda, bp, pairs, 2, n, e); break;
+    case 3: tile(c, ldc, a, lda, bp, pairs, 3, n, e); break;
+    case 4: tile(c, ldc, a, lda, bp, pairs, 4, n, e); break;
+    case 5: tile(c, ldc, a, lda, bp, pairs, 5, n, e); break;
+    default: break;
+    }
+}
+
+/* a product: fp32 operands packed block by block, or operands packed beforehand (ap, bp) */
+typedef struct gemm_job {
+    int M, N, K;
+    float alpha, beta;
+    bool trans_a, trans_b;
+    const float *A, *B;
+    int lda, ldb;
+    const bf16 *ap, *bp;
+    float *C;
+    int ldc;
+} gemm_job;
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* the fp32 behind A's block (rows r0.., columns k0.. of op(A)) and B's (columns j0.. of op(B));
+ * nothing for packed operands, which the hardware fetches well (and for no block: rows 0) */
+static region a_region(const gemm_job *g, int r0, int rows, int k0) {
+    int kc = min_int(KC, g->K - k0);
+    if (g->ap || rows <= 0) return (region){0};
+    return g->trans_a ? (region){g->A + (size_t)k0 * g->lda + r0, kc, rows, g->lda}
+                      : (region){g->A + (size_t)r0 * g->lda + k0, rows, kc, g->lda};
+}
+static region b_region(const gemm_job *g, int j0, int k0) {
+    int n = min_int(PANEL, g->N - j0), kc = min_int(KC, g->K - k0);
+    if (g->bp || n <= 0 || kc <= 0) return (region){0};
+    return g->trans_b ? (region){g->B + (size_t)j0 * g->ldb + k0, n, kc, g->ldb}
+                      : (region){g->B + (size_t)k0 * g->ldb + j0, kc, n, g->ldb};
+}
+
+/* rows i0..i1 of C, panels p0, p0 + step, ... */
+BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int step) {
+    bf16 a_block[ROW_BLOCK * KC] __attribute__((aligned(64)));
+    bf16 b_panel[KC * PANEL] __attribute__((aligned(64)));
+    int panels = (g->N + PANEL - 1) / PANEL, kp = even(g->K);
+    int my_panels = (panels - p0 + step - 1) / step;
+    for (int r0 = i0; r0 < i1; r0 += ROW_BLOCK) {
+        int rows = min_int(ROW_BLOCK, i1 - r0), tiles = (rows + TILE_ROWS - 1) / TILE_ROWS;
+        for (int k0 = 0; k0 < g->K; k0 += KC) {
+            int kc = min_int(KC, g->K - k0), lda = KC;
+            const bf16 *a = a_block;
+            if (g->ap) a = g->ap + (size_t)r0 * kp + k0, lda = kp;
+            else pack_a_block(a_block, KC, g->trans_a, g->A, g->lda, r0, rows, k0, kc);
+            /* the block after this one: the next KC columns, else the next rows' first */
+            int next_r0 = k0 + KC < g->K ? r0 : r0 + ROW_BLOCK,
+                next_k0 = k0 + KC < g->K ? k0 + KC : 0;
+            region next_a = a_region(g, next_r0, min_int(ROW_BLOCK, i1 - next_r0), next_k0);
+            epilogue e = {g->alpha, g->beta, k0 == 0};
+            for (int p = p0, q = 0; p < panels; p += step, q++) {
+                int n = min_int(PANEL, g->N - p * PANEL);
+                const bf16 *b = b_panel;
+                if (g->bp) b = g->bp + (size_t)p * PANEL * kp + (size_t)k0 * PANEL;
+                else pack_b_panel(b_panel, g->trans_b, g->B, g->ldb, p * PANEL, n, k0, kc);
+                region next_b = p + step < panels ? b_region(g, (p + step) * PANEL, k0)
+                                : next_r0 < i1    ? b_region(g, p0 * PANEL, next_k0)
+                                                  : (region){0};
+                panel_rows(g->C + (size_t)r0 * g->ldc + p * PANEL, g->ldc, a, lda, b, even(kc) / 2,
+                           rows, n, e, next_a, q * tiles, my_panels * tiles, next_b);
+            }
+        }
+    }
+}
+
+static void gemm_run(const gemm_job *g, int threads) {
+    CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
+    if (g->K == 0) { /* no block of the inner dimension would apply beta */
+        for (int i = 0; i < g->M; i++)
+            for (int j = 0; j < g->N; j++) {
+                float *c = g->C + (size_t)i * g->ldc + j;
+                *c = g->beta == 0.0f ? 0.0f : g->beta * *c;
+            }
+        return;
+    }
+    if (threads == 1) { /* (a nested parallel region, even of one thread, calls the heap) */
+        gemm_part(g, 0, g->M, 0, 1);
+        return;
+    }
+    int panels = (g->N + PANEL - 1) / PANEL;
+    bool split_rows = g->M >= ROWS_PER_THREAD_MIN * threads || panels < 4 * threads;
+#pragma omp parallel num_threads(threads)
+    {
+        int t = vitc_thread_id(), team = vitc_team_size();
+        int i0 = (int)((int64_t)g->M * t / team), i1 = (int)((int64_t)g->M * (t + 1) / team);
+        if (split_rows) gemm_part(g, i0, i1, 0, 1);
+        else gemm_part(g, 0, g->M, t, team);
+    }
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads) {
+    gemm_job g = {M, N, K, alpha, beta, trans_a, trans_b, A, B, lda, ldb, NULL, NULL, C, ldc};
+    gemm_run(&g, threads);
+}
+
+void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
+                      float *C, int ldc, int threads) {
+    gemm_job g = {M, N, K, alpha, beta, false, false, NULL, NULL, 0, 0, ap, bp, C, ldc};
+    gemm_run(&g, threads);
+}
+
+void gemm_bf16_pack_a(bf16 *ap, bool trans_a, int M, int K, const float *A, int lda, int threads) {
+    CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int r0 = 0; r0 < M; r0 += 64) {
+        int rows = M - r0 < 64 ? M - r0 : 64;
+        pack_a_block(ap + (size_t)r0 * even(K), even(K), trans_a, A, lda, r0, rows, 0, K);
+    }
+}
+
+void gemm_bf16_pack_b(bf16 *bp, bool trans_b, int N, int K, const float *B, int ldb, int threads) {
+    CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
+    int panels = (N + PANEL - 1) / PANEL;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int p = 0; p < panels; p++) {
+        int n = N - p * PANEL < PANEL ? N - p * PANEL : PANEL;
+        pack_b_panel(bp + (size_t)p * PANEL * even(K), trans_b, B, ldb, p * PANEL, n, 0, K);
+    }
+}
+
+#else /* no compiler support: every entry point stops, as on a CPU without the instruction */
+
+static void unsupported(void) {
+    FATAL("--precision bf16: this build has no AVX512_BF16 kernels (they need x86-64 and GCC >= 10 "
+          "or Clang >= 9); use --precision fp32");
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads) {
+    (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda;
+    (void)B, (void)ldb, (void)beta, (void)C, (void)ldc, (void)threads;
+    unsupported();
+}
+
+void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
+                      float *C, int ldc, int threads) {
+    (void)M, (void)N, (void)K, (void)alpha, (void)ap, (void)bp, (void)beta, (void)C, (void)ldc;
+    (void)threads;
+    unsupported();
+}
+
+void gemm_bf16_pack_a(bf16 *ap, bool trans_a, int M, int K, const float *A, int lda, int threads) {
+    (void)ap, (void)trans_a, (void)M, (void)K, (void)A, (void)lda, (void)threads;
+    unsupported();
+}
+
+void gemm_bf16_pack_b(bf16 *bp, bool trans_b, int N, int K, const float *B, int ldb, int threads) {
+    (void)bp, (void)trans_b, (void)N, (void)K, (void)B, (void)ldb, (void)threads;
+    unsupported();
+}
+#endif

@@ -1,0 +1,46 @@
+/* bf16 GEMM with fp32 sums on AVX512_BF16 (vdpbf16ps): C (M, N) = alpha op(A) op(B) + beta C,
+ * row-major with op(A) (M, K) and op(B) (K, N) as in gemm_strided, the operands rounded to bf16 as
+ * they are packed. A linear layer's three products: forward x·wᵀ (trans_a false, trans_b true),
+ * dx = dy·w (false, false), dw = dyᵀ·x (true, false). Without the instruction every entry point
+ * stops with cpu_bf16_error()'s message: there is no slow path.
+ *
+ * Summation order, the same whatever the thread count (tests/test_gemm_bf16.c repeats it bit for
+ * bit): K is cut into blocks of GEMM_BF16_KC from 0. In a block, a fresh fp32 sum s = 0 takes the
+ * pairs (k, k + 1), k even from the block's start, adding the product at k + 1 and then the one at
+ * k, each addition rounded to nearest even, as vdpbf16ps does in each lane (a missing k + 1 at the
+ * end of an odd K counts as 0 · 0; a product of two bf16 is exact in fp32; the instruction
+ * flushes a subnormal sum to 0). The first block then sets c = fma(alpha, s, beta c), beta c
+ * rounded first (c is not read when beta is 0: alpha s); each later one, c = fma(alpha, s, c). */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* a bfloat16: the upper half of a float32's bits (8 exponent bits, 7 of mantissa) */
+typedef uint16_t bf16;
+
+#define GEMM_BF16_KC 384 /* the blocks of the inner dimension (even) */
+
+/* rounded to nearest, ties to even, as PyTorch's .to(torch.bfloat16); out of range becomes ±inf;
+ * a NaN stays a NaN of the same sign, made quiet (PyTorch gives 0x7fc0 for every NaN); a subnormal
+ * (|x| < 2^-126) becomes a signed 0, where PyTorch keeps a bf16 subnormal: bit for bit what
+ * vcvtne2ps2bf16 does, so that scalar code and the packing agree, and what vitc's FTZ/DAZ mode and
+ * vdpbf16ps (which reads bf16 subnormals as 0) do anyway */
+bf16 bf16_from_float(float x);
+float bf16_to_float(bf16 h); /* exact */
+
+/* packed operands, for one converted once and used by several products (weights within a step, or
+ * a benchmark): A as M rows of K bf16 (one 0 more when K is odd: with K even, the plain row-major
+ * bf16 matrix), B as panels of its columns */
+size_t gemm_bf16_a_size(int M, int K); /* bf16 elements */
+size_t gemm_bf16_b_size(int N, int K);
+void gemm_bf16_pack_a(bf16 *ap, bool trans_a, int M, int K, const float *A, int lda, int threads);
+void gemm_bf16_pack_b(bf16 *bp, bool trans_b, int N, int K, const float *B, int ldb, int threads);
+
+/* `threads` share the work (1: the calling thread alone, as inside a parallel region); fp32
+ * operands are rounded block by block, in L2, in 168 KiB of each thread's stack */
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads);
+/* the same from gemm_bf16_pack_a's and gemm_bf16_pack_b's outputs: the same sums */
+void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
+                      float *C, int ldc, int threads);

@@ -1,0 +1,298 @@
+/* bf16 GEMM: rounding to bf16 (ties, NaN, inf, subnormals), the kernel bit for bit against a scalar
+ * reference that sums in its documented order, and against the fp32 GEMM within the error bound of
+ * bf16 operands; the CPU probe and its message. Kernel tests skip on a CPU without AVX512_BF16. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "../src/core/cpu_features.h"
+#include "../src/cpu/gemm_bf16.h"
+#include "../src/cpu/matmul.h"
+#include "test.h"
+
+static float from_bits(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static uint32_t bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static bf16 round_bits(uint32_t u) { return bf16_from_float(from_bits(u)); }
+
+TEST(bf16_rounds_to_nearest_even) {
+    static const uint32_t in[][2] = {
+        {0x3f800000, 0x3f80}, /* 1 */
+        {0x3f808000, 0x3f80}, /* halfway between 0x3f80 and 0x3f81: to the even one, down */
+        {0x3f818000, 0x3f82}, /* halfway between 0x3f81 and 0x3f82: to the even one, up */
+        {0x3f808001, 0x3f81}, /* just above half */
+        {0x3f807fff, 0x3f80}, /* just below half */
+        {0xbf808000, 0xbf80}, /* ties keep the sign */
+        {0xbf818000, 0xbf82},
+        {0x3fffc000, 0x4000}, /* the carry reaches the exponent: 1.99 -> 2 */
+        {0x7f7f7fff, 0x7f7f}, /* the largest that stays finite */
+        {0x7f7fffff, 0x7f80}, /* FLT_MAX rounds to inf */
+        {0xff7fffff, 0xff80},
+        {0x7f800000, 0x7f80}, /* inf */
+        {0xff800000, 0xff80},
+        {0x00000000, 0x0000},
+        {0x80000000, 0x8000}, /* -0 */
+        {0x00800000, 0x0080}, /* the smallest normal */
+        {0x00808000, 0x0080}, /* a tie there */
+        {0x00000001, 0x0000}, /* subnormals become 0, keeping the sign */
+        {0x00400000, 0x0000},
+        {0x807fffff, 0x8000}, /* even the largest, which would round up to the smallest normal */
+        {0x80000001, 0x8000},
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        EXPECT(round_bits(in[i][0]) == in[i][1], "0x%08x -> 0x%04x, want 0x%04x", in[i][0],
+               round_bits(in[i][0]), in[i][1]);
+}
+
+TEST(bf16_keeps_nan_sign_and_makes_it_quiet) {
+    static const uint32_t in[][2] = {
+        {0x7fc00000, 0x7fc0}, /* quiet */
+        {0x7f800001, 0x7fc0}, /* signalling, payload only in the dropped bits: still a NaN */
+        {0x7fbfffff, 0x7fff}, /* rounding would have carried into the sign */
+        {0xffffffff, 0xffff},
+        {0xff800001, 0xffc0}, /* negative */
+        {0x7fa50000, 0x7fe5}, /* payload's top kept */
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        EXPECT(round_bits(in[i][0]) == in[i][1], "0x%08x -> 0x%04x, want 0x%04x", in[i][0],
+               round_bits(in[i][0]), in[i][1]);
+}
+
+TEST(bf16_round_trip_of_every_bf16) {
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float x = bf16_to_float((bf16)h);
+        EXPECT(bits(x) == h << 16, "0x%04x widens to 0x%08x", h, bits(x));
+        bf16 want = isnan(x) ? (bf16)(h | 0x40) : (h & 0x7f80) == 0 ? (bf16)(h & 0x8000) : (bf16)h;
+        bf16 back = bf16_from_float(x);
+        EXPECT(back == want, "0x%04x -> 0x%04x, want 0x%04x", h, back, want);
+    }
+}
+
+TEST(bf16_cpu_probe_and_message) {
+    bool has = cpu_has_avx512_bf16();
+    EXPECT(has == (cpu_bf16_error() == NULL), "probe %d, message %s", has,
+           cpu_bf16_error() ? cpu_bf16_error() : "(none)");
+    FILE *f = fopen("/proc/cpuinfo", "r"); /* Linux's view of the same flag */
+    if (f) {
+        char line[4096];
+        bool listed = false;
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "flags", 5)) {
+                listed = strstr(line, " avx512_bf16") != NULL;
+                break;
+            }
+        fclose(f);
+        EXPECT(has == listed, "CPUID says %d, /proc/cpuinfo %d", has, listed);
+    }
+    cpu_features old = {.x86_64 = true, .avx512f = true, .avx512bw = true, .avx512vl = true,
+                        .os_avx512 = true, .brand = "Intel(R) Xeon(R) Gold 6148"};
+    char buf[400];
+    const char *m = cpu_bf16_problem(&old, buf, sizeof buf);
+    EXPECT(m && strstr(m, "--precision bf16") && strstr(m, "AVX512_BF16") &&
+               strstr(m, "Xeon(R) Gold 6148") && strstr(m, "--precision fp32"),
+           "%s", m ? m : "(none)");
+    old.avx512_bf16 = true;
+    EXPECT(cpu_bf16_problem(&old, buf, sizeof buf) == NULL, "a CPU with every feature");
+    old.os_avx512 = false;
+    m = cpu_bf16_problem(&old, buf, sizeof buf);
+    EXPECT(m && strstr(m, "operating system"), "%s", m ? m : "(none)");
+}
+
+#define NEEDS_BF16()                                                                               \
+    do {                                                                                           \
+        if (!cpu_has_avx512_bf16()) SKIP("needs AVX512_BF16 (vdpbf16ps), which this CPU lacks");  \
+    } while (0)
+
+static float *randn(rng *r, size_t n, float scale) {
+    float *p = arena_alloc(&vitc_arena, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = scale * rng_normal(r);
+    return p;
+}
+
+/* the vector rounding of the packing (vcvtne2ps2bf16) against bf16_from_float, on values around
+ * every rounding case: the plain row-major pack of an even K is the bf16 matrix itself */
+TEST(bf16_packing_rounds_as_the_scalar_conversion) {
+    NEEDS_BF16();
+    rng r;
+    rng_seed(&r, 10, RNG_TEST);
+    enum { M = 3, K = 4096 };
+    float *x = arena_alloc(&vitc_arena, sizeof(float) * M * K);
+    for (int i = 0; i < M * K; i++) { /* random bits near ties, NaN, inf and subnormals */
+        uint32_t u = (uint32_t)(rng_uniform_f64(&r) * 4294967296.0);
+        if (i % 4 == 1) u = (u & 0xffff0000) | 0x8000;
+        if (i % 8 == 2) u &= 0x807fffff;
+        if (i % 16 == 3) u |= 0x7f800000;
+        x[i] = from_bits(u);
+    }
+    bf16 *packed = arena_alloc(&vitc_arena, sizeof(bf16) * gemm_bf16_a_size(M, K));
+    gemm_bf16_pack_a(packed, false, M, K, x, K, 1);
+    for (int i = 0; i < M * K; i++)
+        EXPECT(packed[i] == bf16_from_float(x[i]), "0x%08x packs to 0x%04x, rounds to 0x%04x",
+               bits(x[i]), packed[i], bf16_from_float(x[i]));
+}
+
+/* op(A)[i][k] and op(B)[k][j] of the stored operands, rounded to bf16 */
+static float a_at(bool ta, const float *A, int lda, int i, int k) {
+    return bf16_to_float(bf16_from_float(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]));
+}
+static float b_at(bool tb, const float *B, int ldb, int k, int j) {
+    return bf16_to_float(bf16_from_float(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]));
+}
+
+/* the order of gemm_bf16.h, one element at a time */
+static void gemm_bf16_reference(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
+                                int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float c = C[(size_t)i * ldc + j];
+            if (K == 0) c = beta == 0.0f ? 0.0f : beta * c;
+            for (int k0 = 0; k0 < K; k0 += GEMM_BF16_KC) {
+                int k1 = K - k0 < GEMM_BF16_KC ? K : k0 + GEMM_BF16_KC;
+                float s = 0.0f;
+                for (int k = k0; k < k1; k += 2) {
+                    float a1 = k + 1 < k1 ? a_at(ta, A, lda, i, k + 1) : 0.0f;
+                    float b1 = k + 1 < k1 ? b_at(tb, B, ldb, k + 1, j) : 0.0f;
+                    s += a1 * b1; /* exact products: contracting to an fma changes nothing */
+                    s += a_at(ta, A, lda, i, k) * b_at(tb, B, ldb, k, j);
+                }
+                if (k0 > 0) c = fmaf(alpha, s, c);
+                else c = beta == 0.0f ? alpha * s : fmaf(alpha, s, beta * c);
+            }
+            C[(size_t)i * ldc + j] = c;
+        }
+}
+
+static bool same(float x, float y) { return bits(x) == bits(y) || (isnan(x) && isnan(y)); }
+
+typedef struct shape {
+    int M, N, K;
+} shape;
+
+/* odd sizes around the tiles (6 rows, 32 columns), row blocks (192), the blocks of K and the thread
+ * split (rows from 512, else panels) */
+enum { KC = GEMM_BF16_KC };
+static const shape shapes[] = {{1, 1, 1},          {5, 7, 2},          {13, 37, 21},
+                               {7, 5, 2 * KC + 1}, {31, 70, KC + 217}, {200, 33, 3},
+                               {515, 41, KC + 1},  {6, 96, KC}};
+
+/* gemm_bf16 and gemm_bf16_packed against the reference, bit for bit, with strides past the rows */
+static void check_exact(rng *r, bool ta, bool tb, shape s, float alpha, float beta, int threads,
+                        bool specials) {
+    int lda = (ta ? s.M : s.K) + 3, ldb = (tb ? s.K : s.N) + 2, ldc = s.N + 1;
+    size_t na = (size_t)(ta ? s.K : s.M) * lda, nb = (size_t)(tb ? s.N : s.K) * ldb,
+           nc = (size_t)s.M * ldc;
+    float *A = randn(r, na, 1), *B = randn(r, nb, 1), *C0 = randn(r, nc, 1);
+    if (specials) { /* inf and NaN travel as in the reference; beta 0 never reads C's NaN */
+        A[na / 2] = INFINITY, B[nb / 3] = NAN, A[0] = -INFINITY;
+        if (beta == 0.0f) C0[nc / 2] = NAN;
+    }
+    float *want = arena_alloc(&vitc_arena, nc * sizeof(float)),
+          *got = arena_alloc(&vitc_arena, nc * sizeof(float)),
+          *got_packed = arena_alloc(&vitc_arena, nc * sizeof(float));
+    memcpy(want, C0, nc * sizeof(float));
+    memcpy(got, C0, nc * sizeof(float));
+    memcpy(got_packed, C0, nc * sizeof(float));
+    gemm_bf16_reference(ta, tb, s.M, s.N, s.K, alpha, A, lda, B, ldb, beta, want, ldc);
+    gemm_bf16(ta, tb, s.M, s.N, s.K, alpha, A, lda, B, ldb, beta, got, ldc, threads);
+    bf16 *ap = arena_alloc(&vitc_arena, gemm_bf16_a_size(s.M, s.K) * sizeof(bf16) + 1),
+         *bp = arena_alloc(&vitc_arena, gemm_bf16_b_size(s.N, s.K) * sizeof(bf16) + 1);
+    gemm_bf16_pack_a(ap, ta, s.M, s.K, A, lda, threads);
+    gemm_bf16_pack_b(bp, tb, s.N, s.K, B, ldb, threads);
+    gemm_bf16_packed(s.M, s.N, s.K, alpha, ap, bp, beta, got_packed, ldc, threads);
+    for (int i = 0; i < s.M; i++)
+        for (int j = 0; j < ldc; j++) {
+            size_t o = (size_t)i * ldc + j;
+            EXPECT(same(got[o], want[o]) && same(got_packed[o], want[o]),
+                   "trans %d%d %dx%dx%d alpha %g beta %g threads %d: C[%d][%d] = %a (packed %a), "
+                   "want %a",
+                   ta, tb, s.M, s.N, s.K, alpha, beta, threads, i, j, got[o], got_packed[o],
+                   want[o]);
+        }
+}
+
+TEST(bf16_gemm_sums_in_the_documented_order) {
+    NEEDS_BF16();
+    rng r;
+    rng_seed(&r, 11, RNG_TEST);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int t = 0; t < 4; t++) {
+            check_exact(&r, t & 1, t >> 1, shapes[i], 1.0f, 0.0f, 2, false);
+            if (test_failed()) return;
+        }
+}
+
+TEST(bf16_gemm_alpha_beta_threads_specials) {
+    NEEDS_BF16();
+    rng r;
+    rng_seed(&r, 12, RNG_TEST);
+    static const float ab[][2] = {{0.75f, 0.0f}, {1.0f, 1.0f}, {-1.5f, 0.5f}};
+    static const shape few[] = {{13, 37, 21}, {515, 41, KC + 1}, {3, 4, 0}, {0, 5, 3}};
+    for (size_t i = 0; i < sizeof few / sizeof few[0]; i++)
+        for (int t = 0; t < 4; t++)
+            for (int v = 0; v < 3; v++)
+                for (int threads = 1; threads <= 2; threads++) {
+                    check_exact(&r, t & 1, t >> 1, few[i], ab[v][0], ab[v][1], threads, v == 0);
+                    if (test_failed()) return;
+                }
+}
+
+/* Each operand's rounding errs by at most u = 2^-8 relative, so a product of two by 2u + u^2; fp32
+ * sums of K terms add at most K 2^-24 of the sum of |products| (both for the kernel and the fp32
+ * GEMM). Per element: |bf16 - fp32| <= |alpha| (2u + u^2 + 2 K 2^-24) sum |a b| + 2^-23 |C|. */
+TEST(bf16_gemm_within_bf16_error_of_fp32) {
+    NEEDS_BF16();
+    rng r;
+    rng_seed(&r, 13, RNG_TEST);
+    const float alpha = 0.5f, beta = 1.0f, u = 1.0f / 256;
+    const shape s = {97, 75, 1001};
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t >> 1;
+        int lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N;
+        float *A = randn(&r, (size_t)s.M * s.K, 1), *B = randn(&r, (size_t)s.K * s.N, 1),
+              *C = randn(&r, (size_t)s.M * s.N, 1),
+              *ref = arena_alloc(&vitc_arena, sizeof(float) * s.M * s.N);
+        memcpy(ref, C, sizeof(float) * s.M * s.N);
+        gemm_strided(ta, tb, s.M, s.N, s.K, alpha, A, lda, B, ldb, beta, ref, s.N);
+        float *c0 = arena_alloc(&vitc_arena, sizeof(float) * s.M * s.N);
+        memcpy(c0, C, sizeof(float) * s.M * s.N);
+        gemm_bf16(ta, tb, s.M, s.N, s.K, alpha, A, lda, B, ldb, beta, C, s.N, 2);
+        double worst = 0, rms = 0, scale = 0;
+        for (int i = 0; i < s.M; i++)
+            for (int j = 0; j < s.N; j++) {
+                double abs_sum = 0;
+                for (int k = 0; k < s.K; k++)
+                    abs_sum += fabs((double)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                                    (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]));
+                size_t o = (size_t)i * s.N + j;
+                double err = fabs((double)C[o] - ref[o]),
+                       bound = fabs(alpha) * (2 * u + u * u + 2 * s.K * 0x1p-24) * abs_sum +
+                               0x1p-23 * fabs(c0[o]);
+                EXPECT(err <= bound, "trans %d%d C[%d][%d]: bf16 %g fp32 %g, bound %g", ta, tb, i,
+                       j, C[o], ref[o], bound);
+                worst = fmax(worst, err / bound), rms += err * err, scale += ref[o] * ref[o];
+            }
+        /* independent roundings: typical errors are far below the worst case, about u / sqrt(3)
+         * of each product's size summed in quadrature */
+        EXPECT(sqrt(rms / scale) < 0.01,
+               "trans %d%d: relative rms error %g (worst %.2f of the bound)", ta, tb,
+               sqrt(rms / scale), worst);
+    }
+}
+
+TEST(bf16_gemm_reads_subnormal_operands_as_zero) {
+    NEEDS_BF16();
+    /* 1e-39 is subnormal: rounded to bf16 it becomes 0, so 1e-39 * 1e38 gives 0, not 0.1,
+     * whatever MXCSR says */
+    float A[2] = {1e-39f, 0.0f}, B[2] = {1e38f, 0.0f}, C[1] = {5.0f};
+    gemm_bf16(false, true, 1, 1, 2, 1.0f, A, 2, B, 2, 0.0f, C, 1, 1);
+    EXPECT(C[0] == 0.0f, "C = %g", C[0]);
+}
