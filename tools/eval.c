@@ -192,23 +192,19 @@ int main(int argc, char **argv) {
         }
     }
     vitc_set_threads(threads ? threads : dist_default_threads());
-    char err[8192], *cfg_text = NULL;
+    char err[8192];
     st_file f;
-    if (!checkpoint_open(&f, ckpt, &cfg_text, err, sizeof(err))) {
+    config c;
+    model *m = checkpoint_load_model(&f, ckpt, use_ema, &c, err, sizeof(err));
+    if (!m) {
         fprintf(stderr, "error: --ckpt: %s\n", err);
+        dist_startup_done(false);
+        dist_finalize();
         return 1;
     }
-    config c;
-    model *m = model_create_from_json(&c, cfg_text, ckpt, 0);
     const model_config mc = m->cfg;
     int code = 0;
     attn_probe probe = {0}, *pp = NULL;
-    if (!checkpoint_restore(&f, ckpt, m, NULL, NULL, NULL, err, sizeof(err)) ||
-        (use_ema && !checkpoint_load_ema(&f, ckpt, m, err, sizeof(err)))) {
-        fprintf(stderr, "error: --ckpt: %s\n", err);
-        code = 1;
-        goto done;
-    }
     if (map_path) {
         int blocks = 0, S = mc.img_size;
         for (int s = 0; s < mc.n_stages; s++) blocks += mc.depths[s];
@@ -278,7 +274,6 @@ done: /* errors after the model exists come here too, so that nothing leaks on t
     model_free(m);
     config_free(&c);
     st_close(&f);
-    free(cfg_text);
     arena_free(&vitc_arena);
     dist_finalize();
     return code;

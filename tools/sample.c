@@ -97,14 +97,16 @@ int main(int argc, char **argv) {
         return 2;
     }
     vitc_set_threads(threads ? threads : dist_default_threads());
-    char err[8192], *cfg_text = NULL;
+    char err[8192];
     st_file f;
-    if (!checkpoint_open(&f, ckpt, &cfg_text, err, sizeof(err))) {
+    config c;
+    model *m = checkpoint_load_model(&f, ckpt, use_ema, &c, err, sizeof(err));
+    if (!m) {
         fprintf(stderr, "error: --ckpt: %s\n", err);
+        dist_startup_done(false);
+        dist_finalize();
         return 1;
     }
-    config c;
-    model *m = model_create_from_json(&c, cfg_text, ckpt, 0);
     const model_config mc = m->cfg;
     int code = 0;
     unsigned char *png = NULL;
@@ -130,12 +132,6 @@ int main(int argc, char **argv) {
     if (cfg > 1 && mc.class_dropout_prob <= 0) {
         fprintf(stderr, "error: --cfg %g: the model has no null class (model.class_dropout_prob 0)\n", cfg);
         code = 2;
-        goto done;
-    }
-    if (!checkpoint_restore(&f, ckpt, m, NULL, NULL, NULL, err, sizeof(err)) ||
-        (use_ema && !checkpoint_load_ema(&f, ckpt, m, err, sizeof(err)))) {
-        fprintf(stderr, "error: --ckpt: %s\n", err);
-        code = 1;
         goto done;
     }
     augment_config ac;
@@ -186,7 +182,6 @@ done:
     model_free(m);
     config_free(&c);
     st_close(&f);
-    free(cfg_text);
     arena_free(&vitc_arena);
     dist_finalize();
     return code;

@@ -157,3 +157,17 @@ bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt
 bool checkpoint_load_ema(const st_file *f, const char *path, model *m, char *err, size_t err_len) {
     return load_block(f, path, m, EMA, m->ps.data, err, err_len);
 }
+
+model *checkpoint_load_model(st_file *f, const char *path, bool ema, config *c, char *err, size_t err_len) {
+    char *cfg_text = NULL;
+    if (!checkpoint_open(f, path, &cfg_text, err, err_len)) return NULL;
+    model *m = model_create_from_json(c, cfg_text, path, 0);
+    free(cfg_text);
+    if (checkpoint_restore(f, path, m, NULL, NULL, NULL, err, err_len) &&
+        (!ema || checkpoint_load_ema(f, path, m, err, err_len)))
+        return m;
+    model_free(m);
+    config_free(c);
+    st_close(f);
+    return NULL;
+}

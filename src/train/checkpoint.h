@@ -35,3 +35,7 @@ bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt
                         train_state *st, char *err, size_t err_len);
 /* Copies the "ema." weights into the model's parameters (eval --ema). */
 bool checkpoint_load_ema(const st_file *f, const char *path, model *m, char *err, size_t err_len);
+/* The model a checkpoint describes (its config in c), with its weights, or their EMA with ema: what
+ * eval and sample start from. f stays open for reads of the file's metadata (the caller closes it,
+ * frees the model and the config); NULL after the error (in err), with nothing left open. */
+model *checkpoint_load_model(st_file *f, const char *path, bool ema, config *c, char *err, size_t err_len);
