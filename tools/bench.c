@@ -18,6 +18,7 @@
 
 #include "../models/model.h"
 #include "core/arena.h"
+#include "core/precision.h"
 #include "core/tape.h"
 #include "core/threads.h"
 #include "dist/dist.h"
@@ -81,7 +82,7 @@ static int bench_sgemm(const char *mkn, int iters, int threads) {
 
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
-    const char *name = NULL, *mode = "train", *sgemm = NULL;
+    const char *name = NULL, *mode = "train", *sgemm = NULL, *precision_arg = "fp32";
     bool print_model = false;
     int batch = 16, iters = 5, img = 0, threads = 0;
     for (int i = 1; i < argc; i += 2) {
@@ -101,6 +102,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--img")) img = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--sgemm")) sgemm = argv[i + 1];
+        else if (!strcmp(argv[i], "--precision")) precision_arg = argv[i + 1];
         else {
             fprintf(stderr, "error: unknown argument %s\n", argv[i]);
             return 2;
@@ -118,6 +120,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     vitc_set_threads(threads);
+    int precision_status = precision_select_flag(precision_arg);
+    if (precision_status) return precision_status;
     config c;
     config_init(&c);
     char text[256];
@@ -202,8 +206,9 @@ int main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);
     if (dist_rank() == 0) {
         printf("{\"model\": \"%s\", \"mode\": \"%s\", \"batch\": %d, \"img\": %d, \"threads\": %d, "
-               "\"ranks\": %d, \"median_s\": %.6f, \"img_s\": %.3f, \"peak_rss_mib\": %.1f, \"gmacs\": %.4f",
-               name, mode, global_batch, mc.img_size, vitc_threads(), ranks, t[iters / 2],
+               "\"ranks\": %d, \"precision\": \"%s\", \"median_s\": %.6f, \"img_s\": %.3f, \"peak_rss_mib\": %.1f, "
+               "\"gmacs\": %.4f",
+               name, mode, global_batch, mc.img_size, vitc_threads(), ranks, precision_name(vitc_precision()), t[iters / 2],
                global_batch / t[iters / 2], ru.ru_maxrss / 1024.0, model_macs(m) / 1e9);
         if (sync)
             printf(", \"grad_bytes\": %lld, \"allreduce_wait_s\": %.6f, \"allreduce_alone_s\": %.6f",

@@ -12,6 +12,7 @@
 #include "core/arena.h"
 #include "core/check.h"
 #include "core/tape.h"
+#include "core/precision.h"
 #include "core/threads.h"
 #include "data/data.h"
 #include "dist/dist.h"
@@ -20,12 +21,13 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: eval --ckpt CKPT [--data DIR] [--ema] [--batch N] [--threads N]\n"
+            "usage: eval --ckpt CKPT [--data DIR] [--ema] [--batch N] [--threads N] [--precision P]\n"
             "       eval --ckpt CKPT --image FILE [--attn-map OUT.png [--attn-block N] [--attn-query X,Y]]\n"
             "  --ckpt CKPT   a vitc checkpoint (train's last/best.safetensors or tools/convert_pth.py output)\n"
             "  --data DIR    folder of class folders (default: the run's data.val)\n"
             "  --ema         evaluate the EMA weights stored in the checkpoint\n"
             "  --batch N     images per forward pass (default 64)\n"
+            "  --precision P fp32 (default) or bf16 GEMMs (bf16 operands, fp32 sums; needs AVX512_BF16)\n"
             "  --image FILE  print the top-5 classes of one image with their probabilities\n"
             "  --attn-map OUT.png  also write the attention one query token of the image pays to every\n"
             "                key (softmax, agent, flatten, elfatt: the equivalent attention row), over the image\n"
@@ -132,7 +134,8 @@ static int predict_image(model *m, config *c, const st_file *f, const char *imag
 
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
-    const char *ckpt = NULL, *data = NULL, *image = NULL, *map_path = NULL, *query = NULL;
+    const char *ckpt = NULL, *data = NULL, *image = NULL, *map_path = NULL, *query = NULL,
+               *precision_arg = "fp32";
     int map_block = -1;
     bool use_ema = false;
     int batch_size = 64, threads = 0;
@@ -147,6 +150,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--image") && has_value) image = argv[++i];
         else if (!strcmp(a, "--attn-map") && has_value) map_path = argv[++i];
         else if (!strcmp(a, "--attn-query") && has_value) query = argv[++i];
+        else if (!strcmp(a, "--precision") && has_value) precision_arg = argv[++i];
         else if (!strcmp(a, "--attn-block") && has_value) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
@@ -192,6 +196,8 @@ int main(int argc, char **argv) {
         }
     }
     vitc_set_threads(threads ? threads : dist_default_threads());
+    int precision_status = precision_select_flag(precision_arg);
+    if (precision_status) return precision_status;
     char err[8192];
     st_file f;
     config c;

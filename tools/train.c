@@ -16,11 +16,13 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: train --config FILE [--set key=value]... [--resume CKPT] [--threads N]\n"
-            "             [--out DIR] [--quiet] [--summary] [--device cpu]\n"
+            "             [--precision fp32|bf16] [--out DIR] [--quiet] [--summary] [--device cpu]\n"
             "  --config FILE   JSON config; a bare name is also looked up in configs/ (e.g. agent_swin_t)\n"
             "  --set k=v       override one key, e.g. --set train.lr=1e-3 --set model.attn=agent\n"
             "  --resume CKPT   continue a run from its checkpoint exactly\n"
             "  --threads N     OpenMP/OpenBLAS threads (default: OMP_NUM_THREADS or all cores)\n"
+            "  --precision P   fp32 (default) or bf16: the GEMMs' operands in bfloat16, summed in fp32\n"
+            "                  (needs AVX512_BF16); weights, optimizer and statistics stay fp32\n"
             "  --out DIR       run directories go to DIR/<run.name> (default checkpoints/)\n"
             "  --quiet         no progress bar\n"
             "  --summary       print the module tree, parameters, MACs and activation memory, then exit\n"
@@ -96,7 +98,7 @@ int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     const char *files[16], *sets[256];
     int n_files = 0, n_sets = 0, threads = 0;
-    char paths[16][512], out_set[1100];
+    char paths[16][512], out_set[1100], precision_set[64];
     train_options o = {0};
     bool summary = false;
     for (int i = 1; i < argc; i++) {
@@ -122,6 +124,10 @@ int main(int argc, char **argv) {
             /* recorded as run.out so a resumed run writes to the same place */
             snprintf(out_set, sizeof(out_set), "run.out=\"%s\"", argv[++i]);
             sets[n_sets++] = out_set;
+        } else if (!strcmp(a, "--precision") && has_value && n_sets < 255) {
+            /* recorded as train.precision, which names a wrong value, so a resumed run keeps it */
+            snprintf(precision_set, sizeof(precision_set), "train.precision=\"%.40s\"", argv[++i]);
+            sets[n_sets++] = precision_set;
         } else if (!strcmp(a, "--summary")) {
             summary = true;
         } else if (!strcmp(a, "--quiet")) {

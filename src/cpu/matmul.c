@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "../core/arena.h"
+#include "../core/precision.h"
 #include "../core/threads.h"
+#include "gemm_bf16.h"
 #include "gemm_nt.h"
 
 static void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
@@ -73,6 +75,10 @@ static void gemm_split_inner(bool trans_a, bool trans_b, int M, int N, int K, fl
 void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     int threads = vitc_in_parallel() ? 1 : vitc_threads();
+    if (vitc_precision() == PRECISION_BF16) {
+        gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads);
+        return;
+    }
 #ifdef __AVX512F__
     if (!trans_a && trans_b && gemm_nt_wins(M, N, K)) {
         gemm_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads);

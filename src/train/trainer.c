@@ -13,6 +13,7 @@
 #include "../../models/model.h"
 #include "../core/arena.h"
 #include "../core/check.h"
+#include "../core/precision.h"
 #include "../core/tape.h"
 #include "../core/threads.h"
 #include "../data/data.h"
@@ -44,6 +45,7 @@ typedef struct train_config {
     bool ema, ema_warmup;
     double ema_decay;
     bool diffusion; /* train.task "diffusion": the SiT transport objective; else "classify" */
+    precision prec; /* train.precision: of the GEMMs (core/precision.h) */
     const char *train_dir, *val_dir, *run_name, *out;
 } train_config;
 
@@ -80,6 +82,7 @@ static void train_config_read(train_config *t, config *c, const model_config *mc
     t->train_dir = config_str(c, "data.train", "", NULL); /* required: read_all says so, after typos */
     t->val_dir = config_str(c, "data.val", "", NULL);
     t->workers = config_int(c, "data.workers", 2, 1, 64);
+    precision_parse(config_str(c, "train.precision", "fp32", precision_names), &t->prec);
     t->epochs = config_int(c, "train.epochs", 300, 1, 100000);
     t->cooldown_epochs = config_int(c, "train.cooldown_epochs", 0, 0, 100000);
     t->warmup_epochs = config_int(c, "train.warmup_epochs", 20, 0, 100000);
@@ -378,6 +381,11 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
         return false;
     }
     r->resolved = config_to_json(c);
+    const char *why;
+    if (!vitc_set_precision(t->prec, &why)) {
+        fprintf(stderr, "error: train.precision %s: %s\n", precision_name(t->prec), why);
+        return false;
+    }
     if (!open_datasets(r)) return false;
     r->m = model_create(&r->mc, t->seed);
     adamw_init(&r->opt, &r->m->ps, t->weight_decay, t->beta1, t->beta2, t->eps);
@@ -417,9 +425,9 @@ static bool run_open(run *r, config *c, const train_options *o) {
     share_start(r);
     if (dist_size() > 1) r->sync = grad_sync_create(&r->m->ps);
     if (!r->quiet)
-        printf("vitc train: %s (%lld params) on %s: %d images, %d classes; %d steps/epoch, %d epochs\n",
+        printf("vitc train: %s (%lld params) on %s: %d images, %d classes; %d steps/epoch, %d epochs; %s\n",
                r->mc.name, (long long)r->m->ps.numel, r->t.train_dir, r->train_ds.n, r->train_ds.n_classes,
-               r->steps_per_epoch, r->total_epochs);
+               r->steps_per_epoch, r->total_epochs, precision_name(r->t.prec));
     return true;
 }
 

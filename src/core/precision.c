@@ -1,0 +1,46 @@
+#include "precision.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_features.h"
+
+const char *const precision_names[] = {"fp32", "bf16", NULL};
+
+static precision current = PRECISION_FP32;
+
+bool vitc_set_precision(precision p, const char **why) {
+    if (p == PRECISION_BF16 && cpu_bf16_error()) {
+        if (why) *why = cpu_bf16_error();
+        return false;
+    }
+    current = p;
+    return true;
+}
+
+precision vitc_precision(void) { return current; }
+
+bool precision_parse(const char *name, precision *p) {
+    for (int i = 0; precision_names[i]; i++)
+        if (!strcmp(name, precision_names[i])) {
+            *p = (precision)i;
+            return true;
+        }
+    return false;
+}
+
+const char *precision_name(precision p) { return precision_names[p]; }
+
+int precision_select_flag(const char *name) {
+    precision p;
+    const char *why;
+    if (!precision_parse(name, &p)) {
+        fprintf(stderr, "error: --precision %s: expected fp32 or bf16\n", name);
+        return 2;
+    }
+    if (!vitc_set_precision(p, &why)) {
+        fprintf(stderr, "error: --precision %s: %s\n", name, why);
+        return 1;
+    }
+    return 0;
+}

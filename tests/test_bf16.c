@@ -1,0 +1,353 @@
+/* --precision bf16 end to end: every op with a GEMM and every registered model, forward and
+ * backward, against the same computation in fp32 (within bf16's error, and far enough from it to
+ * show the operands were rounded); finite differences of the bf16 ops; gradients that would
+ * underflow in fp16; a 20-step training run that follows fp32 within 1% and resumes bit for bit;
+ * the CLI's flags and errors. Everything but the CLI errors skips on a CPU without AVX512_BF16. */
+#include <stdlib.h>
+
+#include "../src/core/cpu_features.h"
+#include "../src/core/precision.h"
+#include "../src/cpu/gemm_bf16.h"
+#include "../src/ops/ops.h"
+#include "gradcheck.h"
+#include "model_check.h"
+#include "shell.h"
+#include "tiny_run.h"
+
+#define SKIP_WITHOUT_BF16()                                                                        \
+    do {                                                                                           \
+        if (cpu_bf16_error()) SKIP("this CPU lacks AVX512_BF16 (vdpbf16ps)");                       \
+    } while (0)
+
+typedef tensor *(*op_fn)(tensor **in, const void *ctx);
+
+/* ‖a - b‖ / ‖b‖ over n floats */
+static double norm_rel_diff(const float *a, const float *b, int64_t n) {
+    double d = 0, s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        s += (double)b[i] * b[i];
+    }
+    return sqrt(d / (s > 0 ? s : 1e-300));
+}
+
+typedef struct run_result {
+    float *out, *grads[6];
+} run_result;
+
+static void zero_grad(tensor *t) {
+    if (t->grad) memset(t->grad, 0, sizeof(float) * t->numel);
+}
+
+/* f's output and its inputs' gradients for a fixed upstream gradient (seed), in precision p */
+static run_result run_in(precision p, op_fn f, const void *ctx, int n_in, tensor **in, uint64_t seed) {
+    vitc_set_precision(p, NULL);
+    for (int i = 0; i < n_in; i++) zero_grad(in[i]);
+    tensor *y = f(in, ctx);
+    run_result r = {.out = malloc(sizeof(float) * y->numel)};
+    memcpy(r.out, y->data, sizeof(float) * y->numel);
+    rng g;
+    rng_seed(&g, seed, RNG_TEST);
+    float *dy = malloc(sizeof(float) * y->numel);
+    for (int64_t i = 0; i < y->numel; i++) dy[i] = rng_normal(&g);
+    tape_backward_from(y, dy);
+    free(dy);
+    for (int i = 0; i < n_in; i++) {
+        r.grads[i] = calloc(in[i]->numel, sizeof(float));
+        if (in[i]->grad) memcpy(r.grads[i], in[i]->grad, sizeof(float) * in[i]->numel);
+    }
+    tape_reset();
+    vitc_set_precision(PRECISION_FP32, NULL);
+    return r;
+}
+
+static void run_free(run_result *r, int n_in) {
+    free(r->out);
+    for (int i = 0; i < n_in; i++) free(r->grads[i]);
+}
+
+/* The output and every input's gradient in bf16 within tol (normwise) of fp32, and the output and
+ * some gradient at least 1e-5 from it: an fp32 GEMM in another order differs by ~1e-7, so a bf16
+ * path that silently ran fp32 fails. With `single_gemm`, finite differences of the bf16 op itself:
+ * on inputs snapped to multiples of 1/16 in [-4, 4], steps of 1/16, every operand and perturbed
+ * operand is a bf16 number, so the rounding adds no noise to the differences; what is left is the
+ * backward's rounding of the upstream gradient, within 2^-8 (where a second GEMM
+ * reads a rounded intermediate, as in attention, it would: those ops are compared with fp32 only,
+ * whose gradients their own tests check by finite differences). */
+static bool bf16_follows_fp32(const char *name, op_fn f, const void *ctx, int n_in, tensor **in, double tol,
+                              bool single_gemm) {
+    int64_t out_n = 0;
+    run_result a = run_in(PRECISION_FP32, f, ctx, n_in, in, 7), b = run_in(PRECISION_BF16, f, ctx, n_in, in, 7);
+    {
+        vitc_set_precision(PRECISION_FP32, NULL);
+        bool prev = tape_set_grad_enabled(false);
+        out_n = f(in, ctx)->numel;
+        tape_set_grad_enabled(prev);
+    }
+    bool ok = true;
+    double e = norm_rel_diff(b.out, a.out, out_n);
+    if (!(e <= tol && e >= 1e-5)) {
+        fprintf(stderr, "    %s output: bf16 vs fp32 %.3g (want 1e-5 .. %.3g)\n", name, e, tol);
+        ok = false;
+    }
+    double largest = 0; /* a bias's gradient, a column sum, is exact: some other one must differ */
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i]->requires_grad) continue;
+        e = norm_rel_diff(b.grads[i], a.grads[i], in[i]->numel);
+        largest = fmax(largest, e);
+        if (!(e <= tol)) {
+            fprintf(stderr, "    %s input %d gradient: bf16 vs fp32 %.3g (want <= %.3g)\n", name, i, e, tol);
+            ok = false;
+        }
+    }
+    if (largest < 1e-5) {
+        fprintf(stderr, "    %s: every gradient within %.3g of fp32, as if nothing was rounded\n", name, largest);
+        ok = false;
+    }
+    run_free(&a, n_in);
+    run_free(&b, n_in);
+    if (single_gemm) {
+        for (int i = 0; i < n_in; i++)
+            for (int64_t j = 0; j < in[i]->numel; j++)
+                in[i]->data[j] = fminf(4.0f, fmaxf(-4.0f, roundf(16 * in[i]->data[j]) / 16));
+        vitc_set_precision(PRECISION_BF16, NULL);
+        ok = ok && gradcheck(name, f, ctx, n_in, in, (gradcheck_opts){.eps = 1.0 / 16, .tol = 1.0 / 256});
+        vitc_set_precision(PRECISION_FP32, NULL);
+    }
+    return ok;
+}
+
+static tensor *linear_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_linear(in[0], in[1], in[2]);
+}
+
+typedef struct {
+    bool ta, tb;
+} matmul_ctx;
+
+static tensor *matmul_fn(tensor **in, const void *ctx) {
+    const matmul_ctx *c = ctx;
+    return op_matmul(in[0], in[1], c->ta, c->tb, 0.5f);
+}
+
+static tensor *attention_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_attention(in[0], in[1], in[2], 2, 0.25f, in[3], NULL, 1);
+}
+
+static tensor *linear_attention_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_linear_attention(op_focus(in[0], in[3], 3), op_focus(in[1], in[3], 3), in[2], 2);
+}
+
+static tensor *softmax_linear_attention_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_softmax_linear_attention(in[0], in[1], in[2], 2, 8, 16);
+}
+
+static tensor *conv_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_conv2d(in[0], in[1], in[2], 2, 1, 1);
+}
+
+static tensor *layernorm_linear_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_layernorm_linear(in[0], in[1], in[2], 1e-5f, in[3], in[4]);
+}
+
+static tensor *mlp_residual_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], NULL, 0, NULL);
+}
+
+TEST(bf16_ops_follow_fp32_and_finite_differences) {
+    SKIP_WITHOUT_BF16();
+    rng r;
+    rng_seed(&r, 17, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 2, 9, 37), *w = LEAF(&r, 0.3f, 11, 37), *b = LEAF(&r, 1, 11);
+    EXPECT(bf16_follows_fp32("linear (odd K)", linear_fn, NULL, 3, (tensor *[]){x, w, b}, 1e-2, true), "linear");
+    for (int t = 0; t < 4; t++) {
+        matmul_ctx c = {t & 1, t >> 1};
+        tensor *a = c.ta ? LEAF(&r, 1, 3, 12, 10) : LEAF(&r, 1, 3, 10, 12);
+        tensor *bm = c.tb ? LEAF(&r, 1, 3, 7, 12) : LEAF(&r, 1, 3, 12, 7);
+        EXPECT(bf16_follows_fp32("matmul", matmul_fn, &c, 2, (tensor *[]){a, bm}, 1e-2, true), "trans %d %d", c.ta, c.tb);
+    }
+    tensor *q = LEAF(&r, 1, 2, 10, 16), *k = LEAF(&r, 1, 2, 13, 16), *v = LEAF(&r, 1, 2, 13, 16);
+    tensor *bias = LEAF(&r, 0.5f, 2, 10, 13);
+    EXPECT(bf16_follows_fp32("attention", attention_fn, NULL, 4, (tensor *[]){q, k, v, bias}, 2e-2, false), "attention");
+    tensor *temperature = RANDN(&r, 0, 16);
+    for (int i = 0; i < 16; i++) temperature->data[i] = 1.0f + 0.1f * i;
+    EXPECT(bf16_follows_fp32("flatten linear attention", linear_attention_fn, NULL, 4,
+                             (tensor *[]){q, k, v, temperature}, 2e-2, false), "linear attention");
+    tensor *q2 = LEAF(&r, 1, 2, 10, 24), *k2 = LEAF(&r, 1, 2, 13, 24), *v2 = LEAF(&r, 1, 2, 13, 24);
+    EXPECT(bf16_follows_fp32("elfatt softmax linear attention", softmax_linear_attention_fn, NULL, 3,
+                             (tensor *[]){q2, k2, v2}, 2e-2, false), "softmax linear attention");
+    tensor *img = LEAF(&r, 1, 2, 8, 8, 3), *cw = LEAF(&r, 0.3f, 6, 3, 3, 3), *cb = LEAF(&r, 1, 6);
+    EXPECT(bf16_follows_fp32("conv2d", conv_fn, NULL, 3, (tensor *[]){img, cw, cb}, 1e-2, true), "conv2d");
+    tensor *h = LEAF(&r, 1, 2, 9, 24), *lw = LEAF(&r, 0.2f, 24), *lb = LEAF(&r, 0.2f, 24);
+    tensor *w1 = LEAF(&r, 0.3f, 40, 24), *b1 = LEAF(&r, 0.3f, 40), *w2 = LEAF(&r, 0.3f, 24, 40);
+    for (int i = 0; i < 24; i++) lw->data[i] += 1;
+    EXPECT(bf16_follows_fp32("layernorm_linear", layernorm_linear_fn, NULL, 5, (tensor *[]){h, lw, lb, w1, b1}, 1e-2, false),
+           "layernorm_linear");
+    EXPECT(bf16_follows_fp32("mlp_residual", mlp_residual_fn, NULL, 6, (tensor *[]){h, lw, lb, w1, b1, w2}, 2e-2, false),
+           "mlp_residual");
+    arena_reset(&vitc_arena);
+}
+
+/* The linear layer in bf16 is exactly a product of the rounded operands summed in fp32: against an
+ * fp32 GEMM of bf16-rounded x and w it differs only by the order of the fp32 sums */
+TEST(bf16_linear_is_the_product_of_rounded_operands) {
+    SKIP_WITHOUT_BF16();
+    rng r;
+    rng_seed(&r, 5, RNG_TEST);
+    tensor *x = RANDN(&r, 1, 64, 96), *w = RANDN(&r, 1, 48, 96), *xr = RANDN(&r, 1, 64, 96), *wr = RANDN(&r, 1, 48, 96);
+    for (int64_t i = 0; i < x->numel; i++) xr->data[i] = bf16_to_float(bf16_from_float(x->data[i]));
+    for (int64_t i = 0; i < w->numel; i++) wr->data[i] = bf16_to_float(bf16_from_float(w->data[i]));
+    vitc_set_precision(PRECISION_BF16, NULL);
+    tensor *y = op_linear(x, w, NULL);
+    vitc_set_precision(PRECISION_FP32, NULL);
+    tensor *y_rounded = op_linear(xr, wr, NULL), *y_fp32 = op_linear(x, w, NULL);
+    double to_rounded = max_rel_diff(y->data, y_rounded->data, y->numel);
+    double to_fp32 = max_rel_diff(y->data, y_fp32->data, y->numel);
+    arena_reset(&vitc_arena);
+    EXPECT(to_rounded < 1e-6, "bf16 vs fp32 of rounded operands: %g", to_rounded);
+    EXPECT(to_fp32 > 1e-4, "bf16 vs fp32: %g, as if nothing was rounded", to_fp32);
+}
+
+/* fp16 would flush gradients of 1e-30 to zero (its smallest subnormal is 6e-8) and need loss
+ * scaling; bf16 has fp32's exponent range, so they keep their value to bf16's precision */
+TEST(bf16_tiny_gradients_do_not_underflow) {
+    SKIP_WITHOUT_BF16();
+    rng r;
+    rng_seed(&r, 9, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 16, 32), *w = LEAF(&r, 1, 8, 32);
+    const float scales[] = {1e-30f, 1e-36f};
+    for (int s = 0; s < 2; s++) {
+        float dy[16 * 8], gx[2][16 * 32], gw[2][8 * 32];
+        rng_seed(&r, 10, RNG_TEST);
+        for (int i = 0; i < 16 * 8; i++) dy[i] = scales[s] * rng_normal(&r);
+        for (int p = 0; p < 2; p++) {
+            vitc_set_precision(p ? PRECISION_BF16 : PRECISION_FP32, NULL);
+            zero_grad(x);
+            zero_grad(w);
+            tape_backward_from(op_linear(x, w, NULL), dy);
+            memcpy(gx[p], x->grad, sizeof(gx[p]));
+            memcpy(gw[p], w->grad, sizeof(gw[p]));
+            tape_reset();
+        }
+        vitc_set_precision(PRECISION_FP32, NULL);
+        arena_reset(&vitc_arena);
+        double ex = norm_rel_diff(gx[1], gx[0], 16 * 32), ew = norm_rel_diff(gw[1], gw[0], 8 * 32);
+        int zeros = 0;
+        for (int i = 0; i < 16 * 32; i++) zeros += gx[1][i] == 0;
+        EXPECT(ex < 1e-2 && ew < 1e-2 && zeros == 0, "scale %g: dx %g, dw %g off fp32, %d zeros", scales[s], ex, ew,
+               zeros);
+    }
+}
+
+/* Every registered model (narrowed as in test_models.c) in bf16: logits and every parameter's
+ * gradient follow fp32's on the same weights and input */
+TEST(bf16_every_registered_model_follows_fp32) {
+    SKIP_WITHOUT_BF16();
+    for (int i = 0; i < model_registry_count(); i++) {
+        const char *name = model_registry_name(i);
+        model_config mc;
+        registry_config(&mc, name, NULL);
+        char extra[1024], dims[128] = "";
+        for (int s = 0; s < mc.n_stages; s++)
+            snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%s%d", s ? ", " : "", 8 * mc.num_heads[s]);
+        snprintf(extra, sizeof(extra), "{\"model\": {\"num_classes\": 5, \"embed_dim\": [%s]}}", dims);
+        registry_config(&mc, name, extra);
+        model *m = model_create(&mc, 1);
+        rng r;
+        rng_seed(&r, 3, RNG_TEST);
+        tensor *x = RANDN(&r, 1, 2, mc.img_size, mc.img_size, mc.in_chans);
+        float logits[2][10];
+        float *grads[2];
+        for (int p = 0; p < 2; p++) {
+            vitc_set_precision(p ? PRECISION_BF16 : PRECISION_FP32, NULL);
+            forward_opts fo = {.train = false};
+            params_zero_grad(&m->ps);
+            tensor *y = model_forward(m, x, &fo);
+            memcpy(logits[p], y->data, sizeof(logits[p]));
+            tape_backward(op_cross_entropy_labels(y, (int[]){1, 3}, 0.1f));
+            grads[p] = malloc(sizeof(float) * m->ps.numel);
+            memcpy(grads[p], m->ps.grad, sizeof(float) * m->ps.numel);
+            tape_reset();
+        }
+        vitc_set_precision(PRECISION_FP32, NULL);
+        double el = norm_rel_diff(logits[1], logits[0], 10), eg = norm_rel_diff(grads[1], grads[0], m->ps.numel);
+        free(grads[0]);
+        free(grads[1]);
+        model_free(m);
+        arena_reset(&vitc_arena);
+        if (getenv("VITC_TEST_VERBOSE")) printf("    %-22s logits %.2e  gradients %.2e\n", name, el, eg);
+        EXPECT(el < 2e-2 && el > 1e-5, "%s: logits bf16 vs fp32 %.3g", name, el);
+        EXPECT(eg < 5e-2 && eg > 1e-5, "%s: gradients bf16 vs fp32 %.3g", name, eg);
+    }
+}
+
+static int losses_of(const char *name, const char *extra, char losses[][32]) {
+    char out[16384], dir[400];
+    int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=%s --set train.epochs=4 "
+                   "--set run.stop_after_steps=20 --threads 2 --quiet %s", tiny_run_config(), tiny_run_dir(), name, extra);
+    if (code) {
+        fprintf(stderr, "    train %s exited %d:\n%s", name, code, out);
+        return -1;
+    }
+    snprintf(dir, sizeof(dir), "%s/runs/%s", tiny_run_dir(), name);
+    return tiny_run_step_losses(dir, losses, 64);
+}
+
+TEST(bf16_training_follows_fp32_within_1_percent_and_resumes_exactly) {
+    SKIP_WITHOUT_BF16();
+    char fp32[64][32], half[64][32], resumed[64][32], out[16384];
+    int n32 = losses_of("prec_fp32", "", fp32), n16 = losses_of("prec_bf16", "--precision bf16", half);
+    EXPECT(n32 == 20 && n16 == 20, "%d and %d step lines", n32, n16);
+    double worst = 0;
+    bool differ = false;
+    for (int i = 0; i < 20; i++) {
+        double a = atof(fp32[i]), b = atof(half[i]);
+        worst = fmax(worst, fabs(b - a) / a);
+        differ |= strcmp(fp32[i], half[i]) != 0;
+    }
+    EXPECT(worst < 0.01 && differ, "worst relative loss difference %.4f over 20 steps (bf16 ran: %d)", worst, differ);
+    /* stopped at step 8 and resumed: the precision travels in the checkpoint's config */
+    int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=prec_part --set train.epochs=4 "
+                   "--set run.stop_after_steps=8 --precision bf16 --threads 2 --quiet", tiny_run_config(), tiny_run_dir());
+    EXPECT(code == 0, "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./train --resume %s/runs/prec_part/last.safetensors --set run.stop_after_steps=20 "
+               "--threads 2 --quiet", tiny_run_dir());
+    EXPECT(code == 0, "resume exit %d:\n%s", code, out);
+    char dir[400];
+    snprintf(dir, sizeof(dir), "%s/runs/prec_part", tiny_run_dir());
+    int nr = tiny_run_step_losses(dir, resumed, 64);
+    EXPECT(nr == 20, "%d step lines", nr);
+    for (int i = 0; i < 20; i++)
+        EXPECT(!strcmp(resumed[i], half[i]), "step %d: %s resumed vs %s uninterrupted", i + 1, resumed[i], half[i]);
+    code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --precision bf16 --data %s/val", dir, tiny_run_dir());
+    EXPECT(code == 0 && strstr(out, "top-1"), "eval --precision bf16 exit %d:\n%s", code, out);
+}
+
+TEST(bf16_flags_reject_unknown_precisions) {
+    char out[16384];
+    int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=prec_bad --precision fp16",
+                   tiny_run_config(), tiny_run_dir());
+    EXPECT(code == 1 && strstr(out, "train.precision") && strstr(out, "fp16"), "train exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./eval --ckpt nowhere.safetensors --precision fp16");
+    EXPECT(code == 2 && strstr(out, "--precision fp16: expected fp32 or bf16"), "eval exit %d:\n%s", code, out);
+}
+
+/* the start-up error of a CPU without AVX512_BF16 comes from cpu_bf16_problem (tested with made-up
+ * CPUs in test_gemm_bf16.c); here: vitc_set_precision passes it on and keeps the old precision */
+TEST(bf16_set_precision_refuses_what_the_cpu_lacks) {
+    const char *why = NULL;
+    bool ok = vitc_set_precision(PRECISION_BF16, &why);
+    EXPECT(ok == (cpu_bf16_error() == NULL), "set bf16: %d", ok);
+    EXPECT(ok ? vitc_precision() == PRECISION_BF16 : (why && strstr(why, "AVX512_BF16") && vitc_precision() == PRECISION_FP32),
+           "why: %s", why ? why : "(null)");
+    vitc_set_precision(PRECISION_FP32, NULL);
+    precision p;
+    EXPECT(precision_parse("bf16", &p) && p == PRECISION_BF16 && !precision_parse("fp16", &p), "parse");
+}
