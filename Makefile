@@ -20,12 +20,12 @@ endif
 
 # ---- dependencies: tools/deps.sh lists the Debian packages, probes them (a header must compile, a
 # library link) and installs what is missing when run as root (APT=echo shows the command instead).
-# Every build goal needs the build group; test, demo, plots, fuzz and parity add their own.
+# Every build goal needs the build group; test, demo, plots, fuzz, parity and bench add their own.
 APT ?= apt-get
 goal_groups = $(if $(filter $(1),$(MAKECMDGOALS)),$(2))
 DEPS_GROUPS := build $(sort $(call goal_groups,test,test) $(call goal_groups,demo fmnist,demo) \
     $(call goal_groups,plots,plots) $(call goal_groups,ablations,demo plots) \
-    $(call goal_groups,fuzz,fuzz) $(call goal_groups,parity,parity))
+    $(call goal_groups,fuzz,fuzz) $(call goal_groups,parity,parity) $(call goal_groups,bench,bench))
 # deferred: the directory exists only once check-deps has installed the package
 BLAS_OMP_DIR = $(firstword $(wildcard /usr/lib/*/openblas-openmp))
 LDFLAGS += -L$(BLAS_OMP_DIR) -Wl,-rpath,$(BLAS_OMP_DIR)
@@ -168,9 +168,12 @@ fmnist: check-deps $(BUILD)/fmnist_to_png
 	  label=$$((label + 1)); done > $(FMNIST)/train_10k.txt; }
 
 # the first thing to run: prepare Fashion-MNIST, train a small Agent-DeiT, evaluate it
+# (PRECISION=bf16: bf16 GEMMs, run checkpoints/demo_fmnist_bf16)
+PRECISION ?= fp32
+DEMO_RUN = demo_fmnist$(if $(filter-out fp32,$(PRECISION)),_$(PRECISION))
 demo: fmnist train eval
-	./train --config configs/demo_fmnist.json --out checkpoints
-	./eval --ckpt checkpoints/demo_fmnist/last.safetensors --data $(FMNIST)/val
+	./train --config configs/demo_fmnist.json --out checkpoints --precision $(PRECISION) --set run.name=$(DEMO_RUN)
+	./eval --ckpt checkpoints/$(DEMO_RUN)/last.safetensors --data $(FMNIST)/val --precision $(PRECISION)
 
 # the study of docs/ablations.md (about an hour on 2 cores): sweeps/, docs/ablations/*.png and the
 # tables of docs/ablations.md

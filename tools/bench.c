@@ -1,9 +1,11 @@
 /* bench: times one model's training step (forward + backward + AdamW) or inference at a batch size,
  * synthetic input, warm-up then the median of several runs; prints one JSON line with img/s and the
  * peak RSS. tools/bench.sh runs it next to the PyTorch reference in the same invocation.
- * bench --sgemm M,K,N times bare cblas_sgemm instead: the yardstick of the FLOP-efficiency line; with
- * --model too, a few sgemm calls run before each timed step, so that the yardstick and the model see
- * the same machine (a shared one's load changes within seconds), and both medians are printed.
+ * --precision bf16 runs the GEMMs in bf16 (core/precision.h).
+ * bench --sgemm M,K,N times bare cblas_sgemm instead (gemm_bf16 under --precision bf16): the
+ * yardstick of the FLOP-efficiency line; with --model too, a few such calls run before each timed
+ * step, so that the yardstick and the model see the same machine (a shared one's load changes
+ * within seconds), and both medians are printed.
  * Under mpirun the training step is data-parallel as in train (--batch is the global batch): it also
  * prints the time per step spent waiting for the gradient allreduce, and the time the same allreduce
  * takes alone after the step, whose ratio is the share the overlap with the backward hid. */
@@ -21,6 +23,7 @@
 #include "core/precision.h"
 #include "core/tape.h"
 #include "core/threads.h"
+#include "cpu/gemm_bf16.h"
 #include "dist/dist.h"
 #include "train/grad_sync.h"
 #include "train/optim.h"
@@ -52,10 +55,16 @@ static bool sgemm_ref_init(sgemm_ref *g, const char *mkn) {
     return true;
 }
 
+/* the bare GEMM of the precision: cblas_sgemm, or under bf16 gemm_bf16 from fp32 operands */
+static const char *sgemm_name(void) { return vitc_precision() == PRECISION_BF16 ? "gemm_bf16" : "cblas_sgemm"; }
+
 static double sgemm_seconds(const sgemm_ref *g) {
     double t0 = now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, g->N, g->K, 1.0f, g->a, g->K, g->b, g->K,
-                0.0f, g->c, g->N);
+    if (vitc_precision() == PRECISION_BF16)
+        gemm_bf16(false, true, g->M, g->N, g->K, 1.0f, g->a, g->K, g->b, g->K, 0.0f, g->c, g->N, vitc_threads());
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, g->N, g->K, 1.0f, g->a, g->K, g->b, g->K,
+                    0.0f, g->c, g->N);
     return now() - t0;
 }
 
@@ -73,8 +82,8 @@ static int bench_sgemm(const char *mkn, int iters, int threads) {
         if (it >= 0) t[it] = s;
     }
     qsort(t, (size_t)iters, sizeof(double), cmp);
-    printf("{\"sgemm\": \"%dx%dx%d\", \"threads\": %d, \"median_s\": %.6f, \"gflop_s\": %.2f}\n", g.M, g.K,
-           g.N, vitc_threads(), t[iters / 2], sgemm_gflop_s(&g, t[iters / 2]));
+    printf("{\"sgemm\": \"%dx%dx%d\", \"kernel\": \"%s\", \"threads\": %d, \"median_s\": %.6f, \"gflop_s\": %.2f}\n",
+           g.M, g.K, g.N, sgemm_name(), vitc_threads(), t[iters / 2], sgemm_gflop_s(&g, t[iters / 2]));
     sgemm_ref_free(&g);
     free(t);
     return 0;
@@ -112,6 +121,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: --iters %d: expected at least 1\n", iters);
         return 2;
     }
+    int precision_status = precision_select_flag(precision_arg);
+    if (precision_status) return precision_status;
     if (sgemm && !name) return bench_sgemm(sgemm, iters, threads);
     if (!name || batch < 1 || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
         fprintf(stderr, "usage: bench --model NAME [--mode train|infer] [--batch N] [--iters K] [--img S] [--threads N]\n"
@@ -120,8 +131,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     vitc_set_threads(threads);
-    int precision_status = precision_select_flag(precision_arg);
-    if (precision_status) return precision_status;
     config c;
     config_init(&c);
     char text[256];
@@ -217,7 +226,8 @@ int main(int argc, char **argv) {
     if (sgemm && dist_rank() == 0) {
         int n = iters * SGEMM_CALLS_PER_STEP;
         qsort(ts, (size_t)n, sizeof(double), cmp);
-        printf(", \"sgemm\": \"%dx%dx%d\", \"sgemm_gflop_s\": %.2f", g.M, g.K, g.N, sgemm_gflop_s(&g, ts[n / 2]));
+        printf(", \"sgemm\": \"%dx%dx%d\", \"sgemm_kernel\": \"%s\", \"sgemm_gflop_s\": %.2f", g.M, g.K, g.N,
+               sgemm_name(), sgemm_gflop_s(&g, ts[n / 2]));
         sgemm_ref_free(&g);
     }
     if (dist_rank() == 0) printf("}\n");

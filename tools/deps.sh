@@ -2,7 +2,7 @@
 # The one list of the Debian packages vitc uses, the probe that finds which are missing, and their
 # install (as root).
 #
-#   tools/deps.sh [--install] GROUP...      groups: build test demo plots fuzz parity
+#   tools/deps.sh [--install] GROUP...      groups: build test demo plots fuzz parity bench
 #
 # A package counts as present only when its probe passes: a header must compile with $CC (not
 # merely preprocess to something), a library must link, a program must run. Without --install the
@@ -16,7 +16,7 @@ STB_INCLUDE=/usr/include/stb
 
 install=0
 if [ "${1:-}" = --install ]; then install=1; shift; fi
-[ $# -gt 0 ] || { echo "usage: tools/deps.sh [--install] build|test|demo|plots|fuzz|parity..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: tools/deps.sh [--install] build|test|demo|plots|fuzz|parity|bench..." >&2; exit 2; }
 
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -56,6 +56,7 @@ probe_libclang_rt_dev() {
         clang -fsanitize=fuzzer "$tmp/fz.c" -o "$tmp/fz" >/dev/null 2>&1
 }
 probe_python3_torch() { /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; }
+probe_python3_venv() { /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1; }
 
 group_packages() {
     case $1 in
@@ -65,7 +66,8 @@ group_packages() {
     plots) echo gnuplot-nox ;;
     fuzz) echo clang libclang-rt-dev ;;   # libFuzzer
     parity) echo python3-torch ;;         # the PyTorch references of tools/ref
-    *) echo "tools/deps.sh: unknown group '$1' (build test demo plots fuzz parity)" >&2; return 1 ;;
+    bench) echo python3-venv ;;           # the bench's virtual environment of PyPI's torch and timm
+    *) echo "tools/deps.sh: unknown group '$1' (build test demo plots fuzz parity bench)" >&2; return 1 ;;
     esac
 }
 
