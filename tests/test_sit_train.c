@@ -107,6 +107,31 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
                    work, bad[i].args);
         EXPECT(code == bad[i].code && strstr(out, bad[i].message), "%s: exit %d:\n%s", bad[i].args, code, out);
     }
+    /* the mediator schedule over two copies of one network: it switches after the K = 3 calibrating
+     * steps (ratio 1000) and draws what the network alone draws */
+    code = run(out, sizeof(out), "./sample --ckpts %s/runs/sit_full/last.safetensors,%s/runs/sit_full/last.safetensors "
+               "--switch-ratios 1000 --out %s/sched.png --class 1 --n 2 --steps 8 --threads 2 && ./sample --ckpt "
+               "%s/runs/sit_full/last.safetensors --out %s/alone.png --class 1 --n 2 --steps 8 --threads 2",
+               work, work, work, work, work);
+    EXPECT(code == 0 && strstr(out, "class 1: network 1, network 2 from step 5 (of 8)") &&
+           strstr(out, "network evaluations: 5 3"), "exit %d:\n%s", code, out);
+    snprintf(p1, sizeof(p1), "%s/sched.png", work), snprintf(p2, sizeof(p2), "%s/alone.png", work);
+    unsigned char *sched = stbi_load(p1, &w1, &h1, &c1, 1), *alone = stbi_load(p2, &w2, &h2, &c2, 1);
+    EXPECT(sched && alone && w1 == w2 && h1 == h2 && !memcmp(sched, alone, (size_t)w1 * h1), "schedule differs");
+    stbi_image_free(sched), stbi_image_free(alone);
+    const struct {
+        const char *args, *message;
+    } bad_sched[] = {{"--switch-ratios 0.5 --sampler ode", "switches in the SDE sampler only"},
+                     {"", "--ckpts needs --switch-ratios with 1 ratio"},
+                     {"--switch-ratios 0.5,0.2", "--switch-ratios 0.5,0.2: expected 1 positive number"},
+                     {"--switch-ratios 0.5 --switch-distance l2", "--switch-distance l2: expected mae or mse"}};
+    for (int i = 0; i < 4; i++) {
+        code = run(out, sizeof(out), "./sample --ckpts %s/runs/sit_full/last.safetensors,%s/runs/sit_full/last.safetensors "
+                   "--out %s/x.png %s", work, work, work, bad_sched[i].args);
+        EXPECT(code == 2 && strstr(out, bad_sched[i].message), "%s: exit %d:\n%s", bad_sched[i].args, code, out);
+    }
+    code = run(out, sizeof(out), "./sample --ckpts %s/runs/sit_full/last.safetensors --out %s/x.png", work, work);
+    EXPECT(code == 2 && strstr(out, "expected 2 or 3 checkpoint paths"), "one path: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train %s --set run.name=bad --set aug.mixup=0.8", sit_settings());
     EXPECT(code == 1 && strstr(out, "aug.mixup") && strstr(out, "mixes no images"), "mixup: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train %s --set run.name=bad --set train.task=classify", sit_settings());

@@ -8,6 +8,7 @@
 #include "../src/core/arena.h"
 #include "../src/core/tape.h"
 #include "../src/ops/ops.h"
+#include "../src/train/mediator_schedule.h"
 #include "../src/train/transport.h"
 #include "gradcheck.h"
 
@@ -190,4 +191,35 @@ TEST(transport_guidance_combines_the_official_channels) {
         float want = i % C < 3 ? out[PER + i] + 1.5f * (out[i] - out[PER + i]) : out[i];
         EXPECT(fabsf(v[i] - want) < 1e-6f, "v[%d] %g want %g", i, v[i], want);
     }
+}
+
+/* the switching rule of the time-step-wise mediator schedule on scripted distances */
+TEST(mediator_schedule_switches_on_a_scripted_distance_sequence) {
+    mediator_schedule s;
+    /* K = 3: mu = (1.0 + 1.2 + 0.8) / 3 = 1; rho1 = 0.5, rho2 = 0.2 */
+    mediator_schedule_init(&s, 3, 3, (double[]){0.5, 0.2});
+    const double d[] = {99, 1.0, 1.2, 0.8, 0.6, 0.45, 0.3, 0.9, 0.15, 0.1};
+    const int active_after[] = {0, 0, 0, 0, 0, 1, 1, 1, 2, 2};
+    for (int k = 0; k < 10; k++) {
+        mediator_schedule_observe(&s, k, d[k]);
+        EXPECT(s.active == active_after[k], "after step %d (d %g): network %d, want %d", k, d[k], s.active,
+               active_after[k]);
+    }
+    EXPECT(s.switched_after[0] == 5 && s.switched_after[1] == 8, "switched after %d and %d", s.switched_after[0],
+           s.switched_after[1]);
+    /* a calibrating step never switches, however small; one step below rho2 mu switches twice */
+    mediator_schedule_init(&s, 3, 2, (double[]){0.5, 0.2});
+    mediator_schedule_observe(&s, 1, 1.0);
+    mediator_schedule_observe(&s, 2, 0.0);
+    EXPECT(s.active == 0, "switched while calibrating");
+    mediator_schedule_observe(&s, 3, 0.05); /* mu = 0.5: 0.05 < 0.2 mu = 0.1 */
+    EXPECT(s.active == 2 && s.switched_after[0] == 3 && s.switched_after[1] == 3, "active %d after %d, %d", s.active,
+           s.switched_after[0], s.switched_after[1]);
+    /* two networks: a distance equal to rho mu does not switch */
+    mediator_schedule_init(&s, 2, 1, (double[]){0.5});
+    mediator_schedule_observe(&s, 1, 2.0);
+    mediator_schedule_observe(&s, 2, 1.0);
+    EXPECT(s.active == 0, "switched at d = rho mu");
+    mediator_schedule_observe(&s, 3, 0.999);
+    EXPECT(s.active == 1 && s.switched_after[0] == 3, "active %d", s.active);
 }

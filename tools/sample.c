@@ -15,13 +15,22 @@
 #include "data/data.h"
 #include "dist/dist.h"
 #include "train/checkpoint.h"
+#include "train/mediator_schedule.h"
 #include "train/transport.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: sample --ckpt CKPT --out GRID.png [--class K] [--n N] [--steps S] [--sampler sde|ode|heun]\n"
             "              [--cfg G] [--seed S] [--ema] [--threads N]\n"
+            "       sample --ckpts A,B[,C] --switch-ratios R1[,R2] [--switch-calibrate K] [--switch-distance mae|mse]\n"
+            "              --out GRID.png [the options above]\n"
             "  --ckpt CKPT    a checkpoint of train.task \"diffusion\" (model.arch sit) on images\n"
+            "  --ckpts A,B,C  the time-step-wise mediator schedule (SDE only): networks of increasing\n"
+            "                 mediator count, A first; after step k > K, the next one takes over while the\n"
+            "                 mean distance of the state to the step before is below R_i times its mean over\n"
+            "                 steps 1..K (the paper publishes no R: ratios below 1, R1 > R2)\n"
+            "  --switch-calibrate K  steps that calibrate the distance (default 3, the README's)\n"
+            "  --switch-distance     mae (mean absolute, the README's; default) or mse\n"
             "  --out GRID.png one row per class (all classes, or K alone), N images per row\n"
             "  --class K      only class K (default: every class)\n"
             "  --n N          images per class (default 8)\n"
@@ -44,10 +53,69 @@ static bool parse_int(const char *flag, const char *s, int lo, int *out) {
     return true;
 }
 
+/* "A,B[,C]" into paths; their number, or 0 after the error */
+static int split_paths(const char *list, char paths[][1024]) {
+    int n = 0;
+    for (const char *p = list;; n++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == SCHEDULE_MAX_NETS || len == 0 || len >= 1024) {
+            fprintf(stderr, "error: --ckpts %s: expected 2 or 3 checkpoint paths separated by commas\n", list);
+            return 0;
+        }
+        memcpy(paths[n], p, len);
+        paths[n][len] = 0;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    if (++n < 2) {
+        fprintf(stderr, "error: --ckpts %s: expected 2 or 3 checkpoint paths separated by commas\n", list);
+        return 0;
+    }
+    return n;
+}
+
+typedef struct mediator_schedule_args {
+    int n_nets, calibrate;
+    double ratio[SCHEDULE_MAX_NETS - 1];
+    bool squared;
+} mediator_schedule_args;
+
+/* the --switch-* flags of a schedule of a->n_nets networks; false after the error */
+static bool schedule_args(mediator_schedule_args *a, const char *ratios, const char *distance, sampler_kind kind) {
+    if (kind != SAMPLER_SDE) {
+        fprintf(stderr, "error: --ckpts: the mediator schedule switches in the SDE sampler only (--sampler sde)\n");
+        return false;
+    }
+    if (!ratios) {
+        fprintf(stderr, "error: --ckpts needs --switch-ratios with %d ratio%s (the paper publishes none)\n",
+                a->n_nets - 1, a->n_nets > 2 ? "s" : "");
+        return false;
+    }
+    const char *p = ratios;
+    for (int i = 0; i < a->n_nets - 1; i++) {
+        char *end;
+        a->ratio[i] = strtod(p, &end);
+        bool last = i == a->n_nets - 2;
+        if (end == p || !(a->ratio[i] > 0 && a->ratio[i] < 1e6) || (last ? *end != 0 : *end != ',')) {
+            fprintf(stderr, "error: --switch-ratios %s: expected %d positive number%s separated by commas\n", ratios,
+                    a->n_nets - 1, a->n_nets > 2 ? "s" : "");
+            return false;
+        }
+        p = end + 1;
+    }
+    if (strcmp(distance, "mae") && strcmp(distance, "mse")) {
+        fprintf(stderr, "error: --switch-distance %s: expected mae or mse\n", distance);
+        return false;
+    }
+    a->squared = !strcmp(distance, "mse");
+    return true;
+}
+
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
-    const char *ckpt = NULL, *out = NULL, *sampler = "sde";
-    int cls = -1, n = 8, steps = 250, seed = 0, threads = 0;
+    const char *ckpt = NULL, *ckpts = NULL, *out = NULL, *sampler = "sde", *ratios_arg = NULL, *distance = "mae";
+    int cls = -1, n = 8, steps = 250, seed = 0, threads = 0, calibrate = 3;
     double cfg = 1.0;
     bool use_ema = false;
     for (int i = 1; i < argc; i++) {
@@ -57,7 +125,12 @@ int main(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--ckpt") && has_value) ckpt = argv[++i];
-        else if (!strcmp(a, "--out") && has_value) out = argv[++i];
+        else if (!strcmp(a, "--ckpts") && has_value) ckpts = argv[++i];
+        else if (!strcmp(a, "--switch-ratios") && has_value) ratios_arg = argv[++i];
+        else if (!strcmp(a, "--switch-distance") && has_value) distance = argv[++i];
+        else if (!strcmp(a, "--switch-calibrate") && has_value) {
+            if (!parse_int(a, argv[++i], 1, &calibrate)) return 2;
+        } else if (!strcmp(a, "--out") && has_value) out = argv[++i];
         else if (!strcmp(a, "--sampler") && has_value) sampler = argv[++i];
         else if (!strcmp(a, "--ema")) use_ema = true;
         else if (!strcmp(a, "--class") && has_value) {
@@ -83,8 +156,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!ckpt || !out) {
-        fprintf(stderr, "error: --ckpt and --out are required\n");
+    if (!(ckpt || ckpts) || !out || (ckpt && ckpts)) {
+        fprintf(stderr, "error: --out and one of --ckpt and --ckpts are required\n");
         usage(stderr);
         return 2;
     }
@@ -96,22 +169,52 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: --sampler %s: expected sde, ode or heun\n", sampler);
         return 2;
     }
+    char paths[SCHEDULE_MAX_NETS][1024];
+    int n_nets = 1;
+    if (ckpts && !(n_nets = split_paths(ckpts, paths))) return 2;
+    if (!ckpts) snprintf(paths[0], sizeof(paths[0]), "%s", ckpt);
+    mediator_schedule_args sa = {.n_nets = n_nets, .calibrate = calibrate};
+    if (ckpts && !schedule_args(&sa, ratios_arg, distance, kind)) return 2;
+    if (!ckpts && ratios_arg) {
+        fprintf(stderr, "error: --switch-ratios needs --ckpts\n");
+        return 2;
+    }
     vitc_set_threads(threads ? threads : dist_default_threads());
     char err[8192];
-    st_file f;
+    st_file f[SCHEDULE_MAX_NETS];
     config c;
-    model *m = checkpoint_load_model(&f, ckpt, use_ema, &c, err, sizeof(err));
-    if (!m) {
-        fprintf(stderr, "error: --ckpt: %s\n", err);
-        dist_startup_done(false);
-        dist_finalize();
-        return 1;
+    model *nets[SCHEDULE_MAX_NETS] = {0};
+    for (int i = 0; i < n_nets; i++) {
+        config ci;
+        nets[i] = checkpoint_load_model(&f[i], paths[i], use_ema, &ci, err, sizeof(err));
+        if (!nets[i]) {
+            fprintf(stderr, "error: %s: %s\n", ckpts ? "--ckpts" : "--ckpt", err);
+            for (int j = 0; j < i; j++) model_free(nets[j]), st_close(&f[j]);
+            if (i) config_free(&c);
+            dist_startup_done(false);
+            dist_finalize();
+            return 1;
+        }
+        if (i == 0) c = ci; /* the first network's data settings undo the normalisation */
+        else config_free(&ci);
     }
+    model *m = nets[0];
     const model_config mc = m->cfg;
     int code = 0;
     unsigned char *png = NULL;
-    float *x = NULL;
+    float *x = NULL, *prev = NULL;
     rng *noise = NULL;
+    for (int i = 1; i < n_nets; i++) {
+        const model_config *o = &nets[i]->cfg;
+        if (strcmp(o->arch, "sit") || o->img_size != mc.img_size || o->in_chans != mc.in_chans ||
+            o->num_classes != mc.num_classes) {
+            fprintf(stderr, "error: --ckpts: %s (%s, %dx%dx%d, %d classes) does not sample what %s does (%s, "
+                    "%dx%dx%d, %d classes)\n", paths[i], o->arch, o->img_size, o->img_size, o->in_chans,
+                    o->num_classes, paths[0], mc.arch, mc.img_size, mc.img_size, mc.in_chans, mc.num_classes);
+            code = 1;
+            goto done;
+        }
+    }
     if (strcmp(mc.arch, "sit")) {
         fprintf(stderr, "error: --ckpt: %s is a \"%s\" classifier, not a diffusion model (model.arch sit)\n",
                 mc.name, mc.arch);
@@ -129,11 +232,12 @@ int main(int argc, char **argv) {
         code = 2;
         goto done;
     }
-    if (cfg > 1 && mc.class_dropout_prob <= 0) {
-        fprintf(stderr, "error: --cfg %g: the model has no null class (model.class_dropout_prob 0)\n", cfg);
-        code = 2;
-        goto done;
-    }
+    for (int i = 0; i < n_nets; i++)
+        if (cfg > 1 && nets[i]->cfg.class_dropout_prob <= 0) {
+            fprintf(stderr, "error: --cfg %g: %s has no null class (model.class_dropout_prob 0)\n", cfg, paths[i]);
+            code = 2;
+            goto done;
+        }
     augment_config ac;
     augment_config_read(&ac, &c); /* the normalisation to undo */
     int S = mc.img_size, C = mc.in_chans, rows = cls >= 0 ? 1 : mc.num_classes;
@@ -142,6 +246,8 @@ int main(int argc, char **argv) {
     so.steps = steps;
     so.cfg = cfg;
     x = xmalloc(sizeof(float) * (size_t)(n * per));
+    prev = xmalloc(sizeof(float) * (size_t)(n * per));
+    int64_t evals[SCHEDULE_MAX_NETS] = {0};
     noise = xmalloc(sizeof(rng) * (size_t)n);
     int W = n * S, H = rows * S;
     png = xmalloc((size_t)W * H * C);
@@ -154,8 +260,25 @@ int main(int argc, char **argv) {
             rng_seed(&noise[i], (uint64_t)seed * 1000003u + (uint64_t)k * (uint64_t)n + (uint64_t)i, RNG_SAMPLE);
             for (int64_t j = 0; j < per; j++) x[i * per + j] = rng_normal(&noise[i]);
         }
-        transport_net net = {.m = m, .y = labels, .cfg = cfg, .guided_chans = so.guided_chans};
-        transport_sample(transport_net_velocity, &net, x, n, per, &so, noise);
+        if (ckpts) {
+            scheduled_nets sn = {.squared = sa.squared, .prev = prev};
+            for (int i = 0; i < n_nets; i++)
+                sn.nets[i] = (transport_net){.m = nets[i], .y = labels, .cfg = cfg, .guided_chans = so.guided_chans};
+            mediator_schedule_init(&sn.sched, n_nets, sa.calibrate, sa.ratio);
+            so.after_step = scheduled_nets_after_step;
+            transport_sample(scheduled_nets_velocity, &sn, x, n, per, &so, noise);
+            printf("class %d: network 1", k);
+            for (int i = 0; i + 1 < n_nets; i++) {
+                if (sn.sched.switched_after[i] >= 0)
+                    printf(", network %d from step %d", i + 2, sn.sched.switched_after[i] + 1);
+                evals[i] += sn.evals[i];
+            }
+            evals[n_nets - 1] += sn.evals[n_nets - 1];
+            printf(" (of %d)\n", steps);
+        } else {
+            transport_net net = {.m = m, .y = labels, .cfg = cfg, .guided_chans = so.guided_chans};
+            transport_sample(transport_net_velocity, &net, x, n, per, &so, noise);
+        }
         /* undo the normalisation: [-1, 1] -> [0, 255] for SiT's mean = std = 0.5, rounded, clamped */
         for (int i = 0; i < n; i++)
             for (int yy = 0; yy < S; yy++)
@@ -174,14 +297,25 @@ int main(int argc, char **argv) {
     }
     printf("wrote %s: %d x %d images of %dx%d (%s, %d steps, cfg %g%s)\n", out, rows, n, S, S, sampler, steps,
            cfg, use_ema ? ", EMA" : "");
+    if (ckpts) { /* MACs per image: network evaluations (cfg doubles each) times each network's MACs */
+        double passes = cfg > 1 ? 2.0 : 1.0, spent = 0, total = 0;
+        for (int i = 0; i < n_nets; i++) spent += evals[i] * model_macs(nets[i]), total += evals[i];
+        printf("schedule: %.4g GMAC per image", passes * spent / rows / 1e9);
+        for (int i = 0; i < n_nets; i++)
+            printf("%s n=%d alone %.4g", i ? "," : "; against", nets[i]->cfg.mediator_num,
+                   passes * total * model_macs(nets[i]) / rows / 1e9);
+        printf(" (network evaluations:");
+        for (int i = 0; i < n_nets; i++) printf(" %lld", (long long)evals[i]);
+        printf(")\n");
+    }
 done:
     dist_startup_done(code == 0);
     free(png);
     free(x);
+    free(prev);
     free(noise);
-    model_free(m);
+    for (int i = 0; i < n_nets; i++) model_free(nets[i]), st_close(&f[i]);
     config_free(&c);
-    st_close(&f);
     arena_free(&vitc_arena);
     dist_finalize();
     return code;

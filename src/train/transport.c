@@ -100,6 +100,7 @@ void transport_sample(velocity_fn f, void *ctx, float *x, int B, int64_t per, co
             for (int b = 0; b < B; b++)
                 for (int64_t i = 0; i < per; i++) eps[b * per + i] = rng_normal(&noise[b]);
             transport_sde_step(x, v, eps, n, t, dt, o->diffusion_norm);
+            if (o->after_step) o->after_step(ctx, k, x, n);
         }
         f(ctx, x, (float)t1, B, v);
         transport_sde_step(x, v, NULL, n, t1, o->last_step, o->diffusion_norm);

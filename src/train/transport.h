@@ -3,7 +3,7 @@
  * target u = x1 - x0, loss = mean over all elements of (v - u)^2; the Euler-Maruyama SDE sampler
  * (diffusion "sigma", last step "Mean") and fixed-grid Euler / Heun ODE samplers, with
  * classifier-free guidance. Leaves out: other paths (VP, GVP), noise/score prediction, loss
- * weighting, adaptive dopri5, the dynamic mediator schedule. */
+ * weighting, adaptive dopri5. The dynamic mediator schedule: mediator_schedule.h. */
 #pragma once
 #include <stdint.h>
 
@@ -31,6 +31,9 @@ typedef struct sampler_opts {
     int guided_chans;      /* channels guidance applies to: 3 officially (latent channels 0-2) */
     double diffusion_norm; /* SDE w(t) = norm (1 - t); 1 */
     double last_step;      /* SDE final deterministic step size; 0.04 */
+    /* called with the velocity's ctx and the state x (n floats) after each SDE step k but the
+     * final "Mean" one (the mediator schedule); NULL: none */
+    void (*after_step)(void *ctx, int k, const float *x, int64_t n);
 } sampler_opts;
 
 /* The official defaults for kind: 250 steps, no guidance, 3 guided channels, norm 1, last 0.04. */
