@@ -132,6 +132,32 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
     }
     code = run(out, sizeof(out), "./sample --ckpts %s/runs/sit_full/last.safetensors --out %s/x.png", work, work);
     EXPECT(code == 2 && strstr(out, "expected 2 or 3 checkpoint paths"), "one path: exit %d:\n%s", code, out);
+    /* --jsd: a native-attention SiT's redundancy at every evaluation, layer and head, and its plot */
+    code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --jsd %s/r.csv",
+               work, work, work);
+    EXPECT(code == 2 && strstr(out, "--jsd: the score reads softmax attention; block 0"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./train %s --set run.name=sit_native --set model.attn=native --set train.epochs=1 && "
+               "./sample --ckpt %s/runs/sit_native/last.safetensors --out %s/x.png --n 2 --steps 5 --jsd %s/r.csv "
+               "--threads 2 && tools/plot.sh --jsd %s/r.csv --out %s/plot", sit_settings(), work, work, work, work, work);
+    EXPECT(code == 0 && strstr(out, "at 5 network evaluations") && strstr(out, "wrote"), "exit %d:\n%s", code, out);
+    char csv[400];
+    snprintf(csv, sizeof(csv), "%s/r.csv", work);
+    FILE *f = fopen(csv, "r");
+    EXPECT(f, "%s missing", csv);
+    char line[256];
+    int rows = 0, bad_rows = 0;
+    while (fgets(line, sizeof(line), f)) {
+        int e, layer, head, images;
+        double t, red;
+        if (line[0] == '#' || !strncmp(line, "eval,", 5)) continue;
+        rows++;
+        bad_rows += sscanf(line, "%d,%lf,%d,%d,%lf,%d", &e, &t, &layer, &head, &red, &images) != 6 || !(red >= 0 && red <= 1) ||
+                    images != 6;
+    }
+    fclose(f);
+    EXPECT(rows == 5 * 2 * 2 && bad_rows == 0, "%d rows (want 5 evaluations x 2 layers x 2 heads), %d bad", rows, bad_rows);
+    code = run(out, sizeof(out), "test -s %s/plot_jsd.png", work);
+    EXPECT(code == 0, "no plot");
     code = run(out, sizeof(out), "./train %s --set run.name=bad --set aug.mixup=0.8", sit_settings());
     EXPECT(code == 1 && strstr(out, "aug.mixup") && strstr(out, "mixes no images"), "mixup: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train %s --set run.name=bad --set train.task=classify", sit_settings());

@@ -7,14 +7,18 @@
 #       of top-1), and PREFIX_macs.png / PREFIX_speed.png: top-1 (mean ± std over seeds) against
 #       MACs and against training img/s, one labelled point per combination (tools/sweep.sh tables);
 #       with several sweeps, each label starts with its sweep directory's name
+#   tools/plot.sh --jsd CSV [--jsd CSV]... --out PREFIX
+#       PREFIX_jsd.png: the JSD redundancy (vitc definition) of ./sample --jsd against the time,
+#       one curve per layer (the mean over heads); with several files, labelled by file name
 set -euo pipefail
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "error: $*" >&2; exit 2; }
 
-runs=() sweeps=() out=
+runs=() sweeps=() jsds=() out=
 while [ $# -gt 0 ]; do
     case "$1" in
+        --jsd) [ $# -ge 2 ] || die "--jsd needs a file"; jsds+=("$2"); shift 2 ;;
         --run) [ $# -ge 2 ] || die "--run needs a directory"; runs+=("$2"); shift 2 ;;
         --sweep) [ $# -ge 2 ] || die "--sweep needs a directory"; sweeps+=("$2"); shift 2 ;;
         --out) [ $# -ge 2 ] || die "--out needs a prefix"; out=$2; shift 2 ;;
@@ -23,11 +27,35 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$out" ] || { usage >&2; die "--out is required"; }
-[ ${#runs[@]} -gt 0 ] || [ ${#sweeps[@]} -gt 0 ] || { usage >&2; die "give --run or --sweep"; }
+[ ${#runs[@]} -gt 0 ] || [ ${#sweeps[@]} -gt 0 ] || [ ${#jsds[@]} -gt 0 ] || { usage >&2; die "give --run, --sweep or --jsd"; }
 command -v gnuplot >/dev/null || die "gnuplot is not installed (apt-get install gnuplot-nox)"
 mkdir -p "$(dirname "$out")"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+if [ ${#jsds[@]} -gt 0 ]; then # per file and layer: t, the mean over heads, in evaluation order
+    printf 'set terminal pngcairo noenhanced size 900,560 font ",10"; set output "%s"\n' "${out}_jsd.png" > "$tmp/jsd.gp"
+    echo "set title 'JSD redundancy (vitc definition), mean over heads'; set xlabel 'time t (0: noise, 1: data)'" >> "$tmp/jsd.gp"
+    echo "set ylabel 'redundancy'; set key outside right; set grid" >> "$tmp/jsd.gp"
+    plots=()
+    for f in "${jsds[@]}"; do
+        head -2 "$f" 2>/dev/null | grep -q '^eval,t,layer,head,redundancy' || die "$f: not a ./sample --jsd file"
+        name=$(basename "$f" .csv)
+        while read -r layer; do
+            data="$tmp/jsd_$(( ${#plots[@]} )).dat"
+            awk -F, -v L="$layer" 'NR > 2 && $3 == L { s[$1] += $5; c[$1]++; t[$1] = $2; if ($1 > m) m = $1 }
+                END { for (e = 0; e <= m; e++) if (c[e]) print t[e], s[e] / c[e] }' "$f" > "$data"
+            label="layer $layer"
+            [ ${#jsds[@]} -gt 1 ] && label="$name: $label"
+            plots+=("'$data' using 1:2 with lines title '$label'")
+        done < <(awk -F, 'NR > 2 { print $3 }' "$f" | sort -n | uniq)
+    done
+    [ ${#plots[@]} -gt 0 ] || die "no rows in ${jsds[*]}"
+    (IFS=,; echo "plot ${plots[*]}") >> "$tmp/jsd.gp"
+    gnuplot "$tmp/jsd.gp"
+    echo "wrote ${out}_jsd.png"
+    [ ${#runs[@]} -gt 0 ] || [ ${#sweeps[@]} -gt 0 ] || exit 0
+fi
 
 # curve data of one or more runs (averaged per epoch / per step): DIR... -> $tmp/N.loss, $tmp/N.acc
 curves() {

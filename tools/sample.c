@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../models/attn/attn_redundancy.h"
 #include "../models/model.h"
 #include "core/arena.h"
 #include "core/check.h"
@@ -21,7 +22,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: sample --ckpt CKPT --out GRID.png [--class K] [--n N] [--steps S] [--sampler sde|ode|heun]\n"
-            "              [--cfg G] [--seed S] [--ema] [--threads N]\n"
+            "              [--cfg G] [--seed S] [--ema] [--threads N] [--jsd OUT.csv [--jsd-pairs P]]\n"
             "       sample --ckpts A,B[,C] --switch-ratios R1[,R2] [--switch-calibrate K] [--switch-distance mae|mse]\n"
             "              --out GRID.png [the options above]\n"
             "  --ckpt CKPT    a checkpoint of train.task \"diffusion\" (model.arch sit) on images\n"
@@ -31,6 +32,9 @@ static void usage(FILE *f) {
             "                 steps 1..K (the paper publishes no R: ratios below 1, R1 > R2)\n"
             "  --switch-calibrate K  steps that calibrate the distance (default 3, the README's)\n"
             "  --switch-distance     mae (mean absolute, the README's; default) or mse\n"
+            "  --jsd OUT.csv  also write the JSD redundancy (vitc definition) of every layer and head at every\n"
+            "                 network evaluation, averaged over the images (softmax attention only)\n"
+            "  --jsd-pairs P  query pairs compared per layer and head (default 256; all when fewer)\n"
             "  --out GRID.png one row per class (all classes, or K alone), N images per row\n"
             "  --class K      only class K (default: every class)\n"
             "  --n N          images per class (default 8)\n"
@@ -112,10 +116,76 @@ static bool schedule_args(mediator_schedule_args *a, const char *ratios, const c
     return true;
 }
 
+/* --jsd: the redundancy of every block and head at each network evaluation of the samplings,
+ * summed over the images of every class's batch */
+typedef struct jsd_recorder {
+    transport_net *net;
+    attn_redundancy r;
+    int cap, eval, evals; /* evaluations per sampling: room, the current one, the most seen */
+    double *sum;          /* cap * blocks * heads */
+    int *count;
+    float *t;             /* each evaluation's time */
+} jsd_recorder;
+
+static void jsd_recorder_init(jsd_recorder *j, int blocks, int heads, int pairs, int cap) {
+    size_t cells = (size_t)blocks * heads;
+    *j = (jsd_recorder){.r = {.blocks = blocks, .heads = heads, .max_pairs = pairs}, .cap = cap};
+    j->r.sum = xmalloc(sizeof(double) * cells), j->r.count = xmalloc(sizeof(int) * cells);
+    j->sum = xcalloc(cells * (size_t)cap, sizeof(double)), j->count = xcalloc(cells * (size_t)cap, sizeof(int));
+    j->t = xcalloc((size_t)cap, sizeof(float));
+}
+
+static void jsd_recorder_free(jsd_recorder *j) {
+    free(j->r.sum), free(j->r.count), free(j->sum), free(j->count), free(j->t);
+}
+
+static void jsd_velocity(void *ctx, const float *x, float t, int B, float *v) {
+    jsd_recorder *j = ctx;
+    size_t cells = (size_t)j->r.blocks * j->r.heads;
+    memset(j->r.sum, 0, sizeof(double) * cells), memset(j->r.count, 0, sizeof(int) * cells);
+    j->r.max_sequences = B; /* a guided batch's conditional half */
+    attn_redundancy_set(&j->r);
+    transport_net_velocity(j->net, x, t, B, v);
+    attn_redundancy_set(NULL);
+    CHECK(j->eval < j->cap, "--jsd: more network evaluations than the %d expected", j->cap);
+    for (size_t c = 0; c < cells; c++) {
+        j->sum[j->eval * cells + c] += j->r.sum[c];
+        j->count[j->eval * cells + c] += j->r.count[c];
+    }
+    j->t[j->eval++] = t;
+    if (j->eval > j->evals) j->evals = j->eval;
+}
+
+static bool jsd_write(const jsd_recorder *j, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "error: --jsd: cannot write %s\n", path);
+        return false;
+    }
+    size_t cells = (size_t)j->r.blocks * j->r.heads;
+    fprintf(f, "# JSD redundancy (vitc definition): 1 - mean over query pairs of JSD(A_i, A_j) / ln 2, per layer "
+               "and head of softmax attention, averaged over the images\n");
+    fprintf(f, "eval,t,layer,head,redundancy,images\n");
+    for (int e = 0; e < j->evals; e++)
+        for (size_t c = 0; c < cells; c++)
+            if (j->count[e * cells + c])
+                fprintf(f, "%d,%.6f,%d,%d,%.6f,%d\n", e, j->t[e], (int)(c / j->r.heads), (int)(c % j->r.heads),
+                        j->sum[e * cells + c] / j->count[e * cells + c], j->count[e * cells + c]);
+    bool ok = !ferror(f);
+    if (fclose(f) != 0 || !ok) {
+        fprintf(stderr, "error: --jsd: cannot write %s\n", path);
+        return false;
+    }
+    printf("wrote %s: JSD redundancy (vitc definition) of %d layers x %d heads at %d network evaluations\n", path,
+           j->r.blocks, j->r.heads, j->evals);
+    return true;
+}
+
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
-    const char *ckpt = NULL, *ckpts = NULL, *out = NULL, *sampler = "sde", *ratios_arg = NULL, *distance = "mae";
-    int cls = -1, n = 8, steps = 250, seed = 0, threads = 0, calibrate = 3;
+    const char *ckpt = NULL, *ckpts = NULL, *out = NULL, *sampler = "sde", *ratios_arg = NULL, *distance = "mae",
+               *jsd_path = NULL;
+    int cls = -1, n = 8, steps = 250, seed = 0, threads = 0, calibrate = 3, jsd_pairs = 256;
     double cfg = 1.0;
     bool use_ema = false;
     for (int i = 1; i < argc; i++) {
@@ -128,6 +198,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--ckpts") && has_value) ckpts = argv[++i];
         else if (!strcmp(a, "--switch-ratios") && has_value) ratios_arg = argv[++i];
         else if (!strcmp(a, "--switch-distance") && has_value) distance = argv[++i];
+        else if (!strcmp(a, "--jsd") && has_value) jsd_path = argv[++i];
+        else if (!strcmp(a, "--jsd-pairs") && has_value) {
+            if (!parse_int(a, argv[++i], 1, &jsd_pairs)) return 2;
+        }
         else if (!strcmp(a, "--switch-calibrate") && has_value) {
             if (!parse_int(a, argv[++i], 1, &calibrate)) return 2;
         } else if (!strcmp(a, "--out") && has_value) out = argv[++i];
@@ -177,6 +251,10 @@ int main(int argc, char **argv) {
     if (ckpts && !schedule_args(&sa, ratios_arg, distance, kind)) return 2;
     if (!ckpts && ratios_arg) {
         fprintf(stderr, "error: --switch-ratios needs --ckpts\n");
+        return 2;
+    }
+    if (ckpts && jsd_path) {
+        fprintf(stderr, "error: --jsd reads one network's attention: give --ckpt, not --ckpts\n");
         return 2;
     }
     vitc_set_threads(threads ? threads : dist_default_threads());
@@ -238,6 +316,17 @@ int main(int argc, char **argv) {
             code = 2;
             goto done;
         }
+    jsd_recorder jr = {0};
+    if (jsd_path) {
+        for (int i = 0; i < mc.depths[0]; i++)
+            if (mc.attn[0][i] != ATTN_NATIVE) {
+                fprintf(stderr, "error: --jsd: the score reads softmax attention; block %d of %s has %s attention\n",
+                        i, ckpt, attn_names[mc.attn[0][i]]);
+                code = 2;
+                goto done;
+            }
+        jsd_recorder_init(&jr, mc.depths[0], mc.num_heads[0], jsd_pairs, 2 * steps);
+    }
     augment_config ac;
     augment_config_read(&ac, &c); /* the normalisation to undo */
     int S = mc.img_size, C = mc.in_chans, rows = cls >= 0 ? 1 : mc.num_classes;
@@ -275,6 +364,11 @@ int main(int argc, char **argv) {
             }
             evals[n_nets - 1] += sn.evals[n_nets - 1];
             printf(" (of %d)\n", steps);
+        } else if (jsd_path) {
+            transport_net net = {.m = m, .y = labels, .cfg = cfg, .guided_chans = so.guided_chans};
+            jr.net = &net;
+            jr.eval = 0;
+            transport_sample(jsd_velocity, &jr, x, n, per, &so, noise);
         } else {
             transport_net net = {.m = m, .y = labels, .cfg = cfg, .guided_chans = so.guided_chans};
             transport_sample(transport_net_velocity, &net, x, n, per, &so, noise);
@@ -297,6 +391,10 @@ int main(int argc, char **argv) {
     }
     printf("wrote %s: %d x %d images of %dx%d (%s, %d steps, cfg %g%s)\n", out, rows, n, S, S, sampler, steps,
            cfg, use_ema ? ", EMA" : "");
+    if (jsd_path && !jsd_write(&jr, jsd_path)) {
+        code = 1;
+        goto done;
+    }
     if (ckpts) { /* MACs per image: network evaluations (cfg doubles each) times each network's MACs */
         double passes = cfg > 1 ? 2.0 : 1.0, spent = 0, total = 0;
         for (int i = 0; i < n_nets; i++) spent += evals[i] * model_macs(nets[i]), total += evals[i];
@@ -314,6 +412,7 @@ done:
     free(x);
     free(prev);
     free(noise);
+    jsd_recorder_free(&jr);
     for (int i = 0; i < n_nets; i++) model_free(nets[i]), st_close(&f[i]);
     config_free(&c);
     arena_free(&vitc_arena);

@@ -1,6 +1,7 @@
 /* The attention registry and the helpers shared by the cores. */
 #include "attn.h"
 #include "attn_map.h"
+#include "attn_redundancy.h"
 
 #include <stdio.h>
 
@@ -48,6 +49,7 @@ int attn_forward_parts(attn *a, tensor *q, tensor *k, tensor *v, tensor *parts[2
 
 tensor *attn_forward(attn *a, tensor *q, tensor *k, tensor *v) {
     if (attn_probe_active()) attn_probe_record(a, q, k, v);
+    if (attn_redundancy_active()) attn_redundancy_record(a, q, k);
     tensor *out = a->impl->forward(a, q, k, v);
     if (!a->spec.lepe) return out;
     int b = v->shape[0], n = v->shape[1], C = v->shape[2], h = a->spec.h, w = a->spec.w;

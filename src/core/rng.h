@@ -19,7 +19,8 @@ typedef enum {
     RNG_DROPOUT,
     RNG_TEST,
     RNG_TRANSPORT, /* the diffusion objective's t and noise (after RNG_TEST: its value keeps) */
-    RNG_SAMPLE     /* a sampler's initial and injected noise */
+    RNG_SAMPLE,    /* a sampler's initial and injected noise */
+    RNG_ANALYSIS   /* the query pairs of the attention redundancy score */
 } rng_stream;
 
 void rng_seed(rng *r, uint64_t seed, uint64_t stream);
