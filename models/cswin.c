@@ -152,8 +152,7 @@ static tensor *cswin_forward(model *m, tensor *images, const forward_opts *o) {
             x = nn_layernorm_forward(&st->merge_norm, RESHAPE(y, B, y->shape[1] * y->shape[2], y->shape[3]));
         }
     }
-    x = op_mean(nn_layernorm_forward(&net->norm, x), 1, false);
-    return nn_linear_forward(&net->head, x);
+    return model_classify(&net->head, op_mean(nn_layernorm_forward(&net->norm, x), 1, false), o);
 }
 
 static void cswin_destroy(void *p) {

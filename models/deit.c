@@ -81,7 +81,7 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
         x = tensor_keep(&mark, x); /* inference: only the block's output survives it */
     }
     x = op_slice(nn_layernorm_forward(&d->norm, x), 1, 0, 1);
-    return nn_linear_forward(&d->head, RESHAPE(x, B, C));
+    return model_classify(&d->head, RESHAPE(x, B, C), o);
 }
 
 static void deit_destroy(void *net) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../src/core/check.h"
+#include "../src/nn/layers.h"
 
 static const backbone *const backbones[] = {&backbone_deit, &backbone_swin, &backbone_pvt,
                                             &backbone_pvt_v2, &backbone_cswin, &backbone_sit};
@@ -137,4 +138,9 @@ bool model_load_state(model *m, const st_file *f, const char *prefix, char *repo
         }
     }
     return problems == 0;
+}
+
+tensor *model_classify(const nn_linear *head, tensor *pooled, const forward_opts *o) {
+    if (o->features) memcpy(o->features, pooled->data, sizeof(float) * (size_t)pooled->numel);
+    return nn_linear_forward(head, pooled);
 }

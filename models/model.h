@@ -64,6 +64,10 @@ typedef struct forward_opts {
      * classifier-free guidance). NULL: t = 0, the null label (class 0 without a null row). */
     const float *t;
     const int *y;
+    /* classifiers: when set, the representation the head reads (B x its input width: the class
+     * token or the mean token after the final norm) is copied here, e.g. for the Frechet distance
+     * of generated samples */
+    float *features;
 } forward_opts;
 
 typedef struct backbone {
@@ -82,6 +86,10 @@ struct model {
     const backbone *bb;
     void *net;
 };
+
+/* A classifier's last step: logits = head(pooled), pooled (B, C) also copied to o->features */
+struct nn_linear;
+tensor *model_classify(const struct nn_linear *head, tensor *pooled, const forward_opts *o);
 
 /* Builds the model of a resolved config; parameters are allocated and initialised from seed. */
 model *model_create(const model_config *cfg, uint64_t seed);

@@ -156,7 +156,7 @@ static tensor *pvt_forward(model *m, tensor *images, const forward_opts *o) {
         if (net->v2) x = nn_layernorm_forward(&st->norm, x);
         if (s + 1 < net->n_stages) x = RESHAPE(x, B, R, R, C);
     }
-    return nn_linear_forward(&net->head, op_mean(x, 1, false));
+    return model_classify(&net->head, op_mean(x, 1, false), o);
 }
 
 static void pvt_destroy(void *p) {

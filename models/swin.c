@@ -168,8 +168,7 @@ static tensor *swin_forward(model *m, tensor *images, const forward_opts *o) {
         }
         if (s + 1 < net->n_stages) x = patch_merge(st, x);
     }
-    x = op_mean(nn_layernorm_forward(&net->norm, x), 1, false);
-    return nn_linear_forward(&net->head, x);
+    return model_classify(&net->head, op_mean(nn_layernorm_forward(&net->norm, x), 1, false), o);
 }
 
 static void swin_destroy(void *p) {

@@ -158,6 +158,24 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
     EXPECT(rows == 5 * 2 * 2 && bad_rows == 0, "%d rows (want 5 evaluations x 2 layers x 2 heads), %d bad", rows, bad_rows);
     code = run(out, sizeof(out), "test -s %s/plot_jsd.png", work);
     EXPECT(code == 0, "no plot");
+    /* --judge with a tiny classifier of the same 3 classes: the share classified as their class and
+     * the Frechet distance to the 12 real validation images */
+    code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=judge_clf --set train.epochs=1 "
+               "--threads 2 --quiet && ./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --n 4 --steps 4 "
+               "--judge %s/runs/judge_clf/last.safetensors", tiny_run_config(), work, work, work, work);
+    double share = -1, fd = -1;
+    const char *share_at = strstr(out, "% of 12 samples classified as their class");
+    const char *fd_line = strstr(out, "to 12 real images of ");
+    if (share_at) {
+        while (share_at > out && share_at[-1] != ' ') share_at--;
+        share = atof(share_at);
+    }
+    if (fd_line && (fd_line = strstr(fd_line, ": "))) fd = atof(fd_line + 2);
+    EXPECT(code == 0 && share >= 0 && share <= 100 && fd > 0 && isfinite(fd), "exit %d (share %g, FD %g):\n%s", code,
+           share, fd, out);
+    code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --n 2 --steps 3 "
+               "--judge %s/runs/sit_full/last.safetensors", work, work, work);
+    EXPECT(code == 1 && strstr(out, "is not a classifier of 1-channel images"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train %s --set run.name=bad --set aug.mixup=0.8", sit_settings());
     EXPECT(code == 1 && strstr(out, "aug.mixup") && strstr(out, "mixes no images"), "mixup: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train %s --set run.name=bad --set train.task=classify", sit_settings());

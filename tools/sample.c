@@ -16,6 +16,7 @@
 #include "data/data.h"
 #include "dist/dist.h"
 #include "train/checkpoint.h"
+#include "train/judge.h"
 #include "train/mediator_schedule.h"
 #include "train/transport.h"
 
@@ -23,6 +24,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: sample --ckpt CKPT --out GRID.png [--class K] [--n N] [--steps S] [--sampler sde|ode|heun]\n"
             "              [--cfg G] [--seed S] [--ema] [--threads N] [--jsd OUT.csv [--jsd-pairs P]]\n"
+            "              [--judge CLF [--judge-real DIR]]\n"
             "       sample --ckpts A,B[,C] --switch-ratios R1[,R2] [--switch-calibrate K] [--switch-distance mae|mse]\n"
             "              --out GRID.png [the options above]\n"
             "  --ckpt CKPT    a checkpoint of train.task \"diffusion\" (model.arch sit) on images\n"
@@ -35,6 +37,10 @@ static void usage(FILE *f) {
             "  --jsd OUT.csv  also write the JSD redundancy (vitc definition) of every layer and head at every\n"
             "                 network evaluation, averaged over the images (softmax attention only)\n"
             "  --jsd-pairs P  query pairs compared per layer and head (default 256; all when fewer)\n"
+            "  --judge CLF    classify the samples with a vitc classifier checkpoint of the same classes:\n"
+            "                 the share given the requested class, and the Frechet distance of its\n"
+            "                 penultimate features to those of real images\n"
+            "  --judge-real DIR  the real images (default: the classifier's data.val), at most 10000\n"
             "  --out GRID.png one row per class (all classes, or K alone), N images per row\n"
             "  --class K      only class K (default: every class)\n"
             "  --n N          images per class (default 8)\n"
@@ -181,10 +187,65 @@ static bool jsd_write(const jsd_recorder *j, const char *path) {
     return true;
 }
 
+/* --judge: the classifier's class for every sample of the grid (row r requested class r, or cls
+ * alone) and the Frechet distance of its features to those of the real images */
+static bool judge_samples(const char *clf_path, const char *real_dir, const unsigned char *grid, int rows, int n,
+                          int S, int C, int cls) {
+    char err[8192];
+    st_file f;
+    config c;
+    model *clf = checkpoint_load_model(&f, clf_path, false, &c, err, sizeof(err));
+    if (!clf) {
+        fprintf(stderr, "error: --judge: %s\n", err);
+        return false;
+    }
+    bool ok = false;
+    augment_config ac;
+    augment_config_read(&ac, &c);
+    if (!real_dir) real_dir = config_str(&c, "data.val", "", NULL);
+    int total = rows * n, dim = judge_feature_dim(clf), hits = 0, n_real = 0;
+    int64_t per = (int64_t)S * S * C;
+    unsigned char *px = xmalloc((size_t)(total * per));
+    float *fs = xmalloc(sizeof(float) * (size_t)total * dim), *fr = xmalloc(sizeof(float) * 10000 * (size_t)dim);
+    int *pred = xmalloc(sizeof(int) * (size_t)total);
+    dataset d = {0};
+    if (!strcmp(clf->cfg.arch, "sit") || clf->cfg.in_chans != C) {
+        fprintf(stderr, "error: --judge: %s is not a classifier of %d-channel images\n", clf_path, C);
+        goto out;
+    }
+    for (int r = 0; r < rows; r++) /* the grid's image i of row r, row by row */
+        for (int i = 0; i < n; i++)
+            for (int y = 0; y < S; y++)
+                memcpy(px + ((size_t)(r * n + i) * S + y) * S * C, grid + (((size_t)r * S + y) * n * S + (size_t)i * S) * C,
+                       (size_t)S * C);
+    judge_pixels(clf, &ac, px, total, S, C, fs, pred);
+    for (int k = 0; k < total; k++) hits += pred[k] == (cls >= 0 ? cls : k / n);
+    printf("judge %s: %.1f%% of %d samples classified as their class\n", clf_path, 100.0 * hits / total, total);
+    if (!real_dir[0] || !dataset_open(&d, real_dir, err, sizeof(err))) {
+        fprintf(stderr, "error: --judge-real: %s\n", real_dir[0] ? err : "no real images (the classifier has no data.val)");
+        goto out;
+    }
+    n_real = judge_dataset(clf, &ac, &d, 10000, fr);
+    if (total < 2 || n_real < 2) {
+        fprintf(stderr, "error: --judge: the Frechet distance needs 2 samples and 2 real images at least\n");
+        goto out;
+    }
+    printf("judge %s: Frechet distance of its features (%d wide) to %d real images of %s: %.4f\n", clf_path, dim,
+           n_real, real_dir, frechet_distance(fs, total, fr, n_real, dim));
+    ok = true;
+out:
+    dataset_free(&d);
+    free(px), free(fs), free(fr), free(pred);
+    model_free(clf);
+    config_free(&c);
+    st_close(&f);
+    return ok;
+}
+
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     const char *ckpt = NULL, *ckpts = NULL, *out = NULL, *sampler = "sde", *ratios_arg = NULL, *distance = "mae",
-               *jsd_path = NULL;
+               *jsd_path = NULL, *judge_path = NULL, *judge_real = NULL;
     int cls = -1, n = 8, steps = 250, seed = 0, threads = 0, calibrate = 3, jsd_pairs = 256;
     double cfg = 1.0;
     bool use_ema = false;
@@ -199,6 +260,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--switch-ratios") && has_value) ratios_arg = argv[++i];
         else if (!strcmp(a, "--switch-distance") && has_value) distance = argv[++i];
         else if (!strcmp(a, "--jsd") && has_value) jsd_path = argv[++i];
+        else if (!strcmp(a, "--judge") && has_value) judge_path = argv[++i];
+        else if (!strcmp(a, "--judge-real") && has_value) judge_real = argv[++i];
         else if (!strcmp(a, "--jsd-pairs") && has_value) {
             if (!parse_int(a, argv[++i], 1, &jsd_pairs)) return 2;
         }
@@ -391,6 +454,10 @@ int main(int argc, char **argv) {
     }
     printf("wrote %s: %d x %d images of %dx%d (%s, %d steps, cfg %g%s)\n", out, rows, n, S, S, sampler, steps,
            cfg, use_ema ? ", EMA" : "");
+    if (judge_path && !judge_samples(judge_path, judge_real, png, rows, n, S, C, cls)) {
+        code = 1;
+        goto done;
+    }
     if (jsd_path && !jsd_write(&jr, jsd_path)) {
         code = 1;
         goto done;
