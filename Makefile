@@ -24,7 +24,7 @@ endif
 APT ?= apt-get
 goal_groups = $(if $(filter $(1),$(MAKECMDGOALS)),$(2))
 DEPS_GROUPS := build $(sort $(call goal_groups,test,test) $(call goal_groups,demo fmnist,demo) \
-    $(call goal_groups,plots,plots) $(call goal_groups,ablations,demo plots) \
+    $(call goal_groups,plots,plots) $(call goal_groups,ablations demo-mediators,demo plots) \
     $(call goal_groups,fuzz,fuzz) $(call goal_groups,parity,parity) $(call goal_groups,bench,bench))
 # deferred: the directory exists only once check-deps has installed the package
 BLAS_OMP_DIR = $(firstword $(wildcard /usr/lib/*/openblas-openmp))
@@ -105,7 +105,7 @@ FMNIST := data/fashion_mnist
 # the PyTorch reference: Debian's python3-torch (check-deps installs it for make parity)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all test bench bench-dist bench-gemm-bf16 bench-ops deps clean check-deps demo fmnist ablations plots parity fuzz $(CLIS)
+.PHONY: all test bench bench-dist bench-gemm-bf16 bench-ops deps clean check-deps demo demo-mediators fmnist ablations plots parity fuzz $(CLIS)
 all: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench_ops $(BUILD)/bench
 
 # the command-line tools land in the repository root (./train, ./eval), built from tools/<name>.c
@@ -174,6 +174,12 @@ DEMO_RUN = demo_fmnist$(if $(filter-out fp32,$(PRECISION)),_$(PRECISION))
 demo: fmnist train eval
 	./train --config configs/demo_fmnist.json --out checkpoints --precision $(PRECISION) --set run.name=$(DEMO_RUN)
 	./eval --ckpt checkpoints/$(DEMO_RUN)/last.safetensors --data $(FMNIST)/val --precision $(PRECISION)
+
+# the Attention Mediators demo of docs/mediators.md (about an hour on 2 cores): four SiTs on
+# Fashion-MNIST (vanilla, 4/16/64 mediators), judged by the demo's classifier, the schedule, JSD
+demo-mediators: fmnist train sample $(BUILD)/bench
+	@test -f checkpoints/demo_fmnist/last.safetensors || $(MAKE) demo
+	tools/mediators_demo.sh
 
 # the study of docs/ablations.md (about an hour on 2 cores): sweeps/, docs/ablations/*.png and the
 # tables of docs/ablations.md
