@@ -176,6 +176,11 @@ TEST(bf16_ops_follow_fp32_and_finite_differences) {
     tensor *q = LEAF(&r, 1, 2, 10, 16), *k = LEAF(&r, 1, 2, 13, 16), *v = LEAF(&r, 1, 2, 13, 16);
     tensor *bias = LEAF(&r, 0.5f, 2, 10, 13);
     EXPECT(bf16_follows_fp32("attention", attention_fn, NULL, 4, (tensor *[]){q, k, v, bias}, 2e-2, false), "attention");
+    /* heads of 32 channels, which fp32 runs on its own register tiles */
+    tensor *qt = LEAF(&r, 0.5f, 2, 20, 64), *kt = LEAF(&r, 0.5f, 2, 20, 64), *vt = LEAF(&r, 1, 2, 20, 64);
+    tensor *bias_t = LEAF(&r, 0.5f, 2, 20, 20);
+    EXPECT(bf16_follows_fp32("attention d=32", attention_fn, NULL, 4, (tensor *[]){qt, kt, vt, bias_t}, 2e-2, false),
+           "attention of 32-channel heads");
     tensor *temperature = RANDN(&r, 0, 16);
     for (int i = 0; i < 16; i++) temperature->data[i] = 1.0f + 0.1f * i;
     EXPECT(bf16_follows_fp32("flatten linear attention", linear_attention_fn, NULL, 4,

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../core/precision.h"
 #include "../core/threads.h"
 #include "fast_exp.h"
 #include "matmul.h"
@@ -43,7 +44,10 @@ static void softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias
  * accumulators. Queries go in blocks of TILE_ROW_BLOCK rows, whose logits stay in L2. */
 #define TILE_ROW_BLOCK 64
 
-static bool tiled(const attn_dims *a) { return a->d % 16 == 0 && a->d <= 64; }
+/* the tiles multiply in fp32: under bf16 the products go through gemm_strided, i.e. gemm_bf16 */
+static bool tiled(const attn_dims *a) {
+    return vitc_precision() == PRECISION_FP32 && a->d % 16 == 0 && a->d <= 64;
+}
 
 /* The backward's five products per pair: faster on tiles than through OpenBLAS for heads of 32
  * channels (Swin's and CSwin's: 1.1-1.15x), no faster for 64 (DeiT's 197 x 197); with few pairs the
