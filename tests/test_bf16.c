@@ -242,13 +242,13 @@ TEST(bf16_tiny_gradients_do_not_underflow) {
             tape_reset();
         }
         vitc_set_precision(PRECISION_FP32, NULL);
-        arena_reset(&vitc_arena);
         double ex = norm_rel_diff(gx[1], gx[0], 16 * 32), ew = norm_rel_diff(gw[1], gw[0], 8 * 32);
         int zeros = 0;
-        for (int i = 0; i < 16 * 32; i++) zeros += gx[1][i] == 0;
-        EXPECT(ex < 1e-2 && ew < 1e-2 && zeros == 0, "scale %g: dx %g, dw %g off fp32, %d zeros", scales[s], ex, ew,
+        for (int i = 0; i < 16 * 32; i++) zeros += gx[1][i] == 0 && fabsf(gx[0][i]) >= 0x1p-126f; /* FTZ aside */
+        EXPECT(ex < 1e-2 && ew < 1e-2 && zeros == 0, "scale %g: dx %g, dw %g off fp32, %d normal gradients lost", scales[s], ex, ew,
                zeros);
     }
+    arena_reset(&vitc_arena);
 }
 
 /* Every registered model (narrowed as in test_models.c) in bf16: logits and every parameter's
