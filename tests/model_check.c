@@ -13,6 +13,15 @@ void registry_config(model_config *mc, const char *name, const char *extra_json)
     config_free(&c);
 }
 
+void registry_config_narrow(model_config *mc, const char *name, int num_classes) {
+    registry_config(mc, name, NULL);
+    char extra[256], dims[128] = "";
+    for (int s = 0; s < mc->n_stages; s++)
+        snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%s%d", s ? ", " : "", 8 * mc->num_heads[s]);
+    snprintf(extra, sizeof(extra), "{\"model\": {\"num_classes\": %d, \"embed_dim\": [%s]}}", num_classes, dims);
+    registry_config(mc, name, extra);
+}
+
 int64_t registry_param_count(const char *name) {
     if (!model_registry_defaults(name)) return -1;
     model_config mc;

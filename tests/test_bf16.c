@@ -258,12 +258,7 @@ TEST(bf16_every_registered_model_follows_fp32) {
     for (int i = 0; i < model_registry_count(); i++) {
         const char *name = model_registry_name(i);
         model_config mc;
-        registry_config(&mc, name, NULL);
-        char extra[1024], dims[128] = "";
-        for (int s = 0; s < mc.n_stages; s++)
-            snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%s%d", s ? ", " : "", 8 * mc.num_heads[s]);
-        snprintf(extra, sizeof(extra), "{\"model\": {\"num_classes\": 5, \"embed_dim\": [%s]}}", dims);
-        registry_config(&mc, name, extra);
+        registry_config_narrow(&mc, name, 5);
         model *m = model_create(&mc, 1);
         rng r;
         rng_seed(&r, 3, RNG_TEST);

@@ -41,12 +41,7 @@ TEST(classifier_features_are_what_its_head_reads) {
     const char *names[] = {"deit_t", "swin_t", "pvt_v2_b0", "cswin_t"};
     for (int i = 0; i < 4; i++) {
         model_config mc;
-        registry_config(&mc, names[i], NULL);
-        char extra[256], dims[128] = "";
-        for (int s = 0; s < mc.n_stages; s++)
-            snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%s%d", s ? ", " : "", 8 * mc.num_heads[s]);
-        snprintf(extra, sizeof(extra), "{\"model\": {\"num_classes\": 3, \"embed_dim\": [%s]}}", dims);
-        registry_config(&mc, names[i], extra);
+        registry_config_narrow(&mc, names[i], 3);
         model *m = model_create(&mc, 1);
         int dim = judge_feature_dim(m);
         rng r;

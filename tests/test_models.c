@@ -84,12 +84,7 @@ TEST(models_every_registered_model_runs_and_every_parameter_gets_a_gradient) {
     for (int i = 0; i < model_registry_count(); i++) {
         const char *name = model_registry_name(i);
         model_config mc;
-        registry_config(&mc, name, NULL);
-        char extra[1024], dims[128] = "";
-        for (int s = 0; s < mc.n_stages; s++)
-            snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%s%d", s ? ", " : "", 8 * mc.num_heads[s]);
-        snprintf(extra, sizeof(extra), "{\"model\": {\"num_classes\": 3, \"embed_dim\": [%s]}}", dims);
-        registry_config(&mc, name, extra);
+        registry_config_narrow(&mc, name, 3);
         int size = mc.img_size;
         model *m = model_create(&mc, 1);
         if (getenv("VITC_TEST_VERBOSE")) printf("    %s\n", name);
@@ -244,12 +239,7 @@ TEST(models_inference_that_frees_each_block_matches_the_taped_forward) {
     const char *names[] = {"agent_deit_t", "agent_swin_t", "agent_pvt_t", "elfatt_cswin_t"};
     for (int i = 0; i < 4; i++) {
         model_config mc;
-        registry_config(&mc, names[i], NULL);
-        char extra[256], dims[128] = "";
-        for (int s = 0; s < mc.n_stages; s++)
-            snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%s%d", s ? ", " : "", 8 * mc.num_heads[s]);
-        snprintf(extra, sizeof(extra), "{\"model\": {\"num_classes\": 5, \"embed_dim\": [%s]}}", dims);
-        registry_config(&mc, names[i], extra);
+        registry_config_narrow(&mc, names[i], 5);
         model *m = model_create(&mc, 1);
         rng r;
         rng_seed(&r, 5, RNG_TEST);
