@@ -66,23 +66,17 @@ static bool parse_int(const char *flag, const char *s, int lo, int *out) {
 /* "A,B[,C]" into paths; their number, or 0 after the error */
 static int split_paths(const char *list, char paths[][1024]) {
     int n = 0;
-    for (const char *p = list;; n++) {
+    for (const char *p = list; p && n < SCHEDULE_MAX_NETS; n++) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (n == SCHEDULE_MAX_NETS || len == 0 || len >= 1024) {
-            fprintf(stderr, "error: --ckpts %s: expected 2 or 3 checkpoint paths separated by commas\n", list);
-            return 0;
-        }
+        if (len == 0 || len >= 1024) break;
         memcpy(paths[n], p, len);
         paths[n][len] = 0;
-        if (!comma) break;
-        p = comma + 1;
+        p = comma ? comma + 1 : NULL;
+        if (!p && n >= 1) return n + 1;
     }
-    if (++n < 2) {
-        fprintf(stderr, "error: --ckpts %s: expected 2 or 3 checkpoint paths separated by commas\n", list);
-        return 0;
-    }
-    return n;
+    fprintf(stderr, "error: --ckpts %s: expected 2 or 3 checkpoint paths separated by commas\n", list);
+    return 0;
 }
 
 typedef struct mediator_schedule_args {
