@@ -176,6 +176,15 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
     code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --n 2 --steps 3 "
                "--judge %s/runs/sit_full/last.safetensors", work, work, work);
     EXPECT(code == 1 && strstr(out, "is not a classifier of 1-channel images"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --n 2 --steps 3 "
+               "--judge %s/runs/judge_clf/last.safetensors --judge-real %s/nowhere", work, work, work, work);
+    EXPECT(code == 1 && strstr(out, "--judge-real: ") && strstr(out, "nowhere"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --switch-ratios 0.5",
+               work, work);
+    EXPECT(code == 2 && strstr(out, "--switch-ratios needs --ckpts"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./sample --ckpts %s/runs/sit_full/last.safetensors,%s/runs/sit_full/last.safetensors "
+               "--switch-ratios 0.5 --out %s/x.png --jsd %s/r.csv", work, work, work, work);
+    EXPECT(code == 2 && strstr(out, "--jsd reads one network's attention"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train %s --set run.name=bad --set aug.mixup=0.8", sit_settings());
     EXPECT(code == 1 && strstr(out, "aug.mixup") && strstr(out, "mixes no images"), "mixup: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train %s --set run.name=bad --set train.task=classify", sit_settings());
