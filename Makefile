@@ -68,7 +68,7 @@ ifeq ($(CUDA),1)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
   # the CUDA kernels against the CPU ones (tests/cuda; tools/cuda_check.sh runs it)
-  $(BUILD)/test_cuda: $(CUDA_TEST_OBJ) $(BUILD)/libvitc.a
+  $(BUILD)/test_cuda: $(CUDA_TEST_OBJ) $(BUILD)/tests/main.o $(BUILD)/libvitc.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
   # The same tests on tests/cuda/emu's CPU stand-in for CUDA and cuBLAS, for where no GPU is lent:
   # it checks the kernels' logic, not the GPU. Each .cu is compiled as C++ once sed has rewritten
@@ -85,7 +85,7 @@ ifeq ($(CUDA),1)
   $(BUILD)/emu/%.o: %.cpp Makefile
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -c $< -o $@
-  $(BUILD)/test_cuda_emu: $(CUDA_TEST_OBJ) $(EMU_OBJ) $(BUILD)/libvitc.a
+  $(BUILD)/test_cuda_emu: $(CUDA_TEST_OBJ) $(BUILD)/tests/main.o $(EMU_OBJ) $(BUILD)/libvitc.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
   -include $(CUDA_OBJ:.o=.d) $(CUDA_TEST_OBJ:.o=.d) $(EMU_OBJ:.o=.d)
 endif

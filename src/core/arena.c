@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "memory.h"
 
 #define ARENA_ALIGN 64
 
@@ -15,11 +16,11 @@ struct arena_chunk {
 
 arena vitc_arena = {.chunk_bytes = 256u << 20};
 
-static arena_chunk *chunk_new(size_t size) {
+static const memory_ops *memory_of(const arena *a) { return a->mem ? a->mem : &host_memory; }
+
+static arena_chunk *chunk_new(const arena *a, size_t size) {
     arena_chunk *c = xmalloc(sizeof(arena_chunk));
-    c->base = aligned_alloc(ARENA_ALIGN, (size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN);
-    CHECK(c->base, "out of memory: arena chunk of %zu bytes", size);
-    __atomic_fetch_add(&vitc_heap_allocs, 1, __ATOMIC_RELAXED);
+    c->base = memory_of(a)->alloc((size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN);
     c->size = size;
     c->offset = 0;
     c->next = NULL;
@@ -36,13 +37,16 @@ void arena_init(arena *a, size_t chunk_bytes) {
     a->used = a->peak = 0;
     a->chunk_bytes = chunk_bytes;
     a->n_spare = 0;
+    a->mem = NULL;
+    a->companion = NULL;
     forget_island(a);
 }
 
 void arena_free(arena *a) {
+    if (a->companion) arena_free(a->companion);
     for (arena_chunk *c = a->head, *next; c; c = next) {
         next = c->next;
-        free(c->base);
+        memory_of(a)->free(c->base);
         free(c);
     }
     a->head = NULL;
@@ -61,7 +65,7 @@ void *arena_alloc(arena *a, size_t bytes) {
     arena_chunk *c = a->head;
     if (!c || c->offset + need > c->size) {
         size_t size = need > a->chunk_bytes ? need : a->chunk_bytes;
-        c = chunk_new(size);
+        c = chunk_new(a, size);
         c->next = a->head;
         a->head = c;
     }
@@ -73,6 +77,7 @@ void *arena_alloc(arena *a, size_t bytes) {
 }
 
 void *arena_alloc_small(arena *a, size_t bytes) {
+    CHECK(!a->mem, "arena: small objects (tensor structs) belong in host memory, not %s's", a->mem->name);
     size_t need = aligned_size(bytes);
     if (need > ARENA_ISLAND_BYTES) return arena_alloc(a, bytes);
     if (need > a->island_left) {
@@ -87,7 +92,7 @@ void *arena_alloc_small(arena *a, size_t bytes) {
 
 void *arena_calloc(arena *a, size_t bytes) {
     void *p = arena_alloc(a, bytes);
-    memset(p, 0, bytes);
+    memory_of(a)->zero(p, bytes);
     return p;
 }
 
@@ -145,33 +150,45 @@ void *arena_alloc_spare(arena *a, size_t bytes) {
 
 void *arena_calloc_spare(arena *a, size_t bytes) {
     void *p = arena_alloc_spare(a, bytes);
-    memset(p, 0, bytes);
+    memory_of(a)->zero(p, bytes);
     return p;
 }
 
-float *scratch_floats(size_t n) { return arena_alloc_spare(&vitc_arena, sizeof(float) * n); }
+float *scratch_floats(size_t n) { return arena_alloc_spare(vitc_data_arena(), sizeof(float) * n); }
 
 void scratch_done(float *p, size_t n) {
-    if (p) arena_give_back(&vitc_arena, p, sizeof(float) * n);
+    if (p) arena_give_back(vitc_data_arena(), p, sizeof(float) * n);
 }
 
 void arena_reset(arena *a) {
+    if (a->companion) arena_reset(a->companion);
     a->n_spare = 0;
     forget_island(a);
     if (a->peak && (!a->head || a->head->next || a->head->size < a->peak)) {
         /* the step spilled over several chunks (which layer-by-layer inference may have released
          * already): replace them by one block that fits the peak */
         size_t size = a->peak > a->chunk_bytes ? a->peak : a->chunk_bytes;
+        arena *companion = a->companion;
+        a->companion = NULL; /* reset above, not freed */
         arena_free(a);
-        a->head = chunk_new(size);
+        a->companion = companion;
+        a->head = chunk_new(a, size);
     }
     if (a->head) a->head->offset = 0;
     a->used = 0;
 }
 
 arena_mark arena_get_mark(const arena *a) {
-    arena_mark m = {a->head, a->head ? a->head->offset : 0, a->used};
+    arena_mark m = {a->head, a->head ? a->head->offset : 0, a->used, NULL, 0, 0};
+    if (a->companion) {
+        arena_mark d = arena_get_mark(a->companion);
+        m.data_chunk = d.chunk, m.data_offset = d.offset, m.data_used = d.used;
+    }
     return m;
+}
+
+static arena_mark companion_mark(arena_mark m) {
+    return (arena_mark){m.data_chunk, m.data_offset, m.data_used, NULL, 0, 0};
 }
 
 /* whether p lies in a chunk newer than the mark's, or past the mark in its chunk */
@@ -184,6 +201,7 @@ static bool after_mark(const arena *a, arena_mark m, const char *p) {
 }
 
 void arena_release(arena *a, arena_mark m) {
+    if (a->companion) arena_release(a->companion, companion_mark(m));
     for (int i = 0; i < a->n_spare;) { /* spare blocks past the mark go with it */
         arena_block *s = &a->spare[i];
         if (after_mark(a, m, s->data)) {
@@ -198,7 +216,7 @@ void arena_release(arena *a, arena_mark m) {
     while (a->head && a->head != m.chunk) {
         arena_chunk *c = a->head;
         a->head = c->next;
-        free(c->base);
+        memory_of(a)->free(c->base);
         free(c);
     }
     if (a->head) a->head->offset = m.offset;
@@ -206,24 +224,34 @@ void arena_release(arena *a, arena_mark m) {
 }
 
 void *arena_keep(arena *a, arena_mark m, void *data, size_t bytes) {
+    if (a->companion) { /* the block is tensor data, in the companion */
+        arena *companion = a->companion;
+        a->companion = NULL;
+        arena_release(a, m);
+        a->companion = companion;
+        return arena_keep(companion, companion_mark(m), data, bytes);
+    }
     if (!m.chunk) return data;
     if (!after_mark(a, m, data)) {
         arena_release(a, m);
         return data;
     }
     size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-    if (m.offset + need > m.chunk->size) {
-        /* no room at the mark: park the block on the heap while the arena lets go of the rest */
-        void *parked = xmalloc(bytes);
-        memcpy(parked, data, bytes);
+    const memory_ops *mem = memory_of(a);
+    char *dst = m.chunk->base + m.offset;
+    /* no room at the mark, or a move onto itself that a device copy does not allow: park the block
+     * elsewhere while the arena lets go of the rest */
+    if (m.offset + need > m.chunk->size || (a->mem && dst + bytes > (char *)data)) {
+        void *parked = mem->alloc(bytes);
+        mem->copy(parked, data, bytes);
         arena_release(a, m);
-        void *dst = arena_alloc(a, bytes);
-        memcpy(dst, parked, bytes);
-        free(parked);
+        dst = arena_alloc(a, bytes);
+        mem->copy(dst, parked, bytes);
+        mem->free(parked);
         return dst;
     }
-    char *dst = m.chunk->base + m.offset;
-    memmove(dst, data, bytes); /* before the release, which may free data's chunk */
+    if (a->mem) mem->copy(dst, data, bytes); /* before the release, which may free data's chunk */
+    else memmove(dst, data, bytes);
     arena_release(a, m);
     m.chunk->offset = m.offset + need;
     a->used = m.used + need;

@@ -5,6 +5,7 @@
 #include "../ops/op_table.h"
 #include "arena.h"
 #include "check.h"
+#include "memory.h"
 
 static struct {
     tape_node *nodes;
@@ -43,7 +44,7 @@ tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in) {
 }
 
 static void give_back(const tensor *t) {
-    arena_give_back(&vitc_arena, t->data, (size_t)t->numel * sizeof(float));
+    arena_give_back(vitc_data_arena(), t->data, (size_t)t->numel * sizeof(float));
 }
 
 /* After a node's backward, nothing left in the reverse pass reads its saved tensors (attention
@@ -77,7 +78,7 @@ static void run_backward(bool consuming) {
             /* the output's gradient is complete and now consumed, and so are the node's
              * activations: their memory serves later gradients */
             if (node->out->grad) /* (an input may have taken it over) */
-                arena_give_back(&vitc_arena, node->out->grad, (size_t)node->out->numel * sizeof(float));
+                arena_give_back(vitc_data_arena(), node->out->grad, (size_t)node->out->numel * sizeof(float));
             node->out->grad = NULL;
             give_back_activations(node, consuming);
         }
@@ -89,7 +90,16 @@ static void seed_grad(tensor *out, const float *seed) {
     CHECK(out->requires_grad, "backward from a tensor of shape %s that does not require grad",
           SHAPE_STR(out));
     float *g = tensor_grad(out);
-    for (int64_t i = 0; i < out->numel; i++) g[i] += seed[i];
+    if (out->dev == DEV_CPU) {
+        for (int64_t i = 0; i < out->numel; i++) g[i] += seed[i];
+        return;
+    }
+    size_t bytes = sizeof(float) * (size_t)out->numel; /* a device gradient: add on the host */
+    float *h = xmalloc(bytes);
+    vitc_memory()->to_host(h, g, bytes);
+    for (int64_t i = 0; i < out->numel; i++) h[i] += seed[i];
+    vitc_memory()->from_host(g, h, bytes);
+    free(h);
 }
 
 void tape_backward_from(tensor *out, const float *seed) {

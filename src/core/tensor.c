@@ -5,6 +5,7 @@
 
 #include "arena.h"
 #include "check.h"
+#include "memory.h"
 #include "tape.h"
 
 int64_t shape_numel(int ndim, const int *shape) {
@@ -24,13 +25,14 @@ tensor *tensor_new(int ndim, const int *shape) {
         t->shape[i] = shape[i];
     }
     t->numel = shape_numel(ndim, shape);
-    t->data = arena_alloc(&vitc_arena, (size_t)t->numel * sizeof(float));
+    t->data = arena_alloc(vitc_data_arena(), (size_t)t->numel * sizeof(float));
+    t->dev = vitc_device();
     return t;
 }
 
 tensor *tensor_zeros(int ndim, const int *shape) {
     tensor *t = tensor_new(ndim, shape);
-    memset(t->data, 0, (size_t)t->numel * sizeof(float));
+    vitc_memory()->zero(t->data, (size_t)t->numel * sizeof(float));
     return t;
 }
 
@@ -73,7 +75,7 @@ tensor *tensor_keep(const arena_mark *m, tensor *x) {
 }
 
 float *tensor_grad(tensor *t) {
-    if (!t->grad) t->grad = arena_calloc_spare(&vitc_arena, (size_t)t->numel * sizeof(float));
+    if (!t->grad) t->grad = arena_calloc_spare(vitc_data_arena(), (size_t)t->numel * sizeof(float));
     return t->grad;
 }
 

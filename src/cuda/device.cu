@@ -4,6 +4,10 @@
 
 #include <stdio.h>
 
+extern "C" {
+#include "../core/memory.h"
+}
+
 static cublasHandle_t blas;
 static int blas_device = -1;
 
@@ -99,3 +103,25 @@ extern "C" void cuda_copy_floats(float *dst, const float *src, size_t n) {
 }
 
 extern "C" void cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+static void *memory_alloc(size_t bytes) {
+    void *p = NULL;
+    if (bytes) CUDA_CHECK(cudaMalloc(&p, bytes)); /* 256-byte aligned */
+    return p;
+}
+static void memory_free(void *p) { cuda_free(p); }
+static void memory_zero(void *p, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemset(p, 0, bytes));
+}
+static void memory_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
+static void memory_to_host(void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+static void memory_from_host(void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+extern "C" const memory_ops cuda_memory = {DEV_CUDA,      "cuda",         memory_alloc,    memory_free,
+                                          memory_zero,   memory_copy,    memory_to_host, memory_from_host};

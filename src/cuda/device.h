@@ -30,6 +30,10 @@ void cuda_copy_floats(float *dst, const float *src, size_t n);
 /* Waits for every queued kernel; a fault inside one is reported here. */
 void cuda_sync(void);
 
+/* The selected device's memory as core sees tensor memory (core/memory.h). */
+struct memory_ops;
+extern const struct memory_ops cuda_memory;
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,29 +5,30 @@
 #include "../cpu/adaln.h"
 #include "backward.h"
 #include "op_table.h"
+#include "kernels.h"
 
 tensor *op_silu(tensor *x) {
     tensor *out = tensor_like(x);
-    silu_forward(out->data, x->data, x->numel);
+    kernels->silu_forward(out->data, x->data, x->numel);
     tape_record(OP_SILU, out, 1, (tensor *[]){x});
     return out;
 }
 
 void op_silu_backward(tape_node *n) {
     tensor *x = n->in[0];
-    if (x->requires_grad) silu_backward(tensor_grad(x), n->out->grad, x->data, x->numel);
+    if (x->requires_grad) kernels->silu_backward(tensor_grad(x), n->out->grad, x->data, x->numel);
 }
 
 tensor *op_gelu_tanh(tensor *x) {
     tensor *out = tensor_like(x);
-    gelu_tanh_forward(out->data, x->data, x->numel);
+    kernels->gelu_tanh_forward(out->data, x->data, x->numel);
     tape_record(OP_GELU_TANH, out, 1, (tensor *[]){x});
     return out;
 }
 
 void op_gelu_tanh_backward(tape_node *n) {
     tensor *x = n->in[0];
-    if (x->requires_grad) gelu_tanh_backward(tensor_grad(x), n->out->grad, x->data, x->numel);
+    if (x->requires_grad) kernels->gelu_tanh_backward(tensor_grad(x), n->out->grad, x->data, x->numel);
 }
 
 /* B, N (rows per sample) and C of x with a per-sample (B, C) operand */
@@ -46,7 +47,7 @@ tensor *op_layernorm_modulate(tensor *x, tensor *shift, tensor *scale, float eps
     per_sample_dims("layernorm_modulate", x, shift, &B, &N, &C);
     per_sample_dims("layernorm_modulate", x, scale, &B, &N, &C);
     tensor *out = tensor_like(x), *mean = TENSOR(B * N), *rstd = TENSOR(B * N);
-    layernorm_modulate_forward(out->data, mean->data, rstd->data, x->data, shift->data, scale->data,
+    kernels->layernorm_modulate_forward(out->data, mean->data, rstd->data, x->data, shift->data, scale->data,
                                B, N, C, eps);
     op_macs += 5.0 * (double)x->numel;
     tape_node *n = tape_record(OP_LAYERNORM_MODULATE, out, 3, (tensor *[]){x, shift, scale});
@@ -57,7 +58,7 @@ tensor *op_layernorm_modulate(tensor *x, tensor *shift, tensor *scale, float eps
 void op_layernorm_modulate_backward(tape_node *n) {
     tensor *x = n->in[0], *shift = n->in[1], *scale = n->in[2];
     int B = x->shape[0], C = x->shape[x->ndim - 1], N = (int)(x->numel / ((int64_t)B * C));
-    layernorm_modulate_backward(
+    kernels->layernorm_modulate_backward(
         x->requires_grad ? tensor_grad(x) : NULL, shift->requires_grad ? tensor_grad(shift) : NULL,
         scale->requires_grad ? tensor_grad(scale) : NULL, n->out->grad, x->data, n->saved[0]->data,
         n->saved[1]->data, scale->data, B, N, C);
@@ -69,7 +70,7 @@ tensor *op_gated_residual(tensor *res, tensor *gate, tensor *h) {
           SHAPE_STR(h));
     per_sample_dims("gated_residual", res, gate, &B, &N, &C);
     tensor *out = tensor_like(res);
-    gated_residual_forward(out->data, res->data, gate->data, h->data, B, N, C);
+    kernels->gated_residual_forward(out->data, res->data, gate->data, h->data, B, N, C);
     tape_record(OP_GATED_RESIDUAL, out, 3, (tensor *[]){res, gate, h});
     return out;
 }
@@ -77,7 +78,7 @@ tensor *op_gated_residual(tensor *res, tensor *gate, tensor *h) {
 void op_gated_residual_backward(tape_node *n) {
     tensor *res = n->in[0], *gate = n->in[1], *h = n->in[2];
     int B = res->shape[0], C = res->shape[res->ndim - 1], N = (int)(res->numel / ((int64_t)B * C));
-    gated_residual_backward(NULL, gate->requires_grad ? tensor_grad(gate) : NULL,
+    kernels->gated_residual_backward(NULL, gate->requires_grad ? tensor_grad(gate) : NULL,
                             h->requires_grad ? tensor_grad(h) : NULL, n->out->grad, gate->data,
                             h->data, B, N, C);
     if (res->requires_grad) pass_grad(res, n->out); /* last: the output's gradient moves */
@@ -93,7 +94,7 @@ tensor *op_embedding(tensor *table, const int *idx, int B) {
         ids->data[b] = (float)idx[b];
     }
     tensor *out = TENSOR(B, D);
-    embedding_forward(out->data, table->data, idx, B, D);
+    kernels->embedding_forward(out->data, table->data, idx, B, D);
     tape_node *n = tape_record(OP_EMBEDDING, out, 1, (tensor *[]){table});
     if (n) n->saved[0] = ids;
     return out;
@@ -104,5 +105,5 @@ void op_embedding_backward(tape_node *n) {
     if (!table->requires_grad) return;
     int B = (int)ids->numel, idx[B];
     for (int b = 0; b < B; b++) idx[b] = (int)ids->data[b];
-    embedding_backward(tensor_grad(table), n->out->grad, idx, B, table->shape[1]);
+    kernels->embedding_backward(tensor_grad(table), n->out->grad, idx, B, table->shape[1]);
 }

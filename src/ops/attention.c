@@ -9,6 +9,7 @@
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
+#include "kernels.h"
 
 static attn_dims dims_of(const tensor *q, const tensor *k, int heads, float scale,
                          const tensor *bias, const float *mask, int windows) {
@@ -38,7 +39,7 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, te
     tensor *lse = record ? TENSOR(b, heads, n) : NULL;
     size_t n_scratch = attention_scratch_floats(&a, false, false);
     float *scratch = scratch_floats(n_scratch);
-    attention_forward(out->data, lse ? lse->data : NULL, q->data, k->data, v->data, &a, scratch);
+    kernels->attention_forward(out->data, lse ? lse->data : NULL, q->data, k->data, v->data, &a, scratch);
     scratch_done(scratch, n_scratch);
     op_macs += 2.0 * b * heads * n * m * a.d;
     tape_node *node = tape_record(OP_ATTENTION, out, 4, (tensor *[]){q, k, v, bias});
@@ -59,7 +60,7 @@ void op_attention_backward(tape_node *node) {
     float *dbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
     size_t n_scratch = attention_scratch_floats(&a, true, dbias);
     float *scratch = scratch_floats(n_scratch);
-    attention_backward(dq, dk, dv, dbias, node->out->grad, node->saved[0]->data, q->data, k->data,
+    kernels->attention_backward(dq, dk, dv, dbias, node->out->grad, node->saved[0]->data, q->data, k->data,
                        v->data, &a, scratch);
     scratch_done(scratch, n_scratch);
 }

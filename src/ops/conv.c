@@ -8,6 +8,7 @@
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
+#include "kernels.h"
 
 static conv_geom geom_of(const tensor *x, const tensor *w, int stride, int pad, int groups) {
     conv_geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2],
@@ -32,7 +33,7 @@ tensor *op_conv2d(tensor *x, tensor *w, tensor *b, int stride, int pad, int grou
     tensor *out = TENSOR(g.B, g.Ho, g.Wo, g.Cout);
     size_t cols = (size_t)g.B * g.Ho * g.Wo * (g.Cin / groups) * g.kh * g.kw;
     float *scratch = scratch_floats(cols);
-    conv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, &g, scratch);
+    kernels->conv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, &g, scratch);
     op_macs += (double)out->numel * (g.Cin / groups) * g.kh * g.kw;
     scratch_done(scratch, cols);
     tape_node *n = tape_record(OP_CONV2D, out, 3, (tensor *[]){x, w, b});
@@ -48,7 +49,7 @@ void op_conv2d_backward(tape_node *n) {
     float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     size_t cols = (size_t)g.B * g.Ho * g.Wo * (g.Cin / g.groups) * g.kh * g.kw;
     float *scratch = scratch_floats(2 * cols);
-    conv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, &g, scratch);
+    kernels->conv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, &g, scratch);
     scratch_done(scratch, 2 * cols);
 }
 
@@ -67,7 +68,7 @@ static tensor *dwconv2d_add(tensor *x, int c0, int channels, tensor *w, tensor *
     tensor *out = into_base ? tensor_view(base, 4, shape) : tensor_new(4, shape);
     size_t n_wt = (size_t)(k * k + 1) * channels;
     float *wt = scratch_floats(n_wt);
-    dwconv2d_forward(out->data, x->data + c0, x->shape[3], w->data, b ? b->data : NULL,
+    kernels->dwconv2d_forward(out->data, x->data + c0, x->shape[3], w->data, b ? b->data : NULL,
                      base ? base->data : NULL, B, H, W, channels, w->shape[0], k, wt);
     op_macs += (double)out->numel * k * k;
     scratch_done(wt, n_wt);
@@ -97,7 +98,7 @@ void op_dwconv2d_backward(tape_node *n) {
     float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     size_t n_wt = (size_t)(k * k + 1) * C;
     float *wt = scratch_floats(n_wt), *partial = scratch_floats(DW_CHUNKS * n_wt);
-    dwconv2d_backward(dx, dw, db, out->grad, x->data + c0, x->shape[3], w->data, B, H, W, C,
+    kernels->dwconv2d_backward(dx, dw, db, out->grad, x->data + c0, x->shape[3], w->data, B, H, W, C,
                       w->shape[0], k, wt, partial);
     scratch_done(wt, n_wt);
     scratch_done(partial, DW_CHUNKS * n_wt);
@@ -108,7 +109,7 @@ tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow) {
     CHECK(x->ndim == 4 && oh >= 1 && ow >= 1 && oh <= x->shape[1] && ow <= x->shape[2],
           "adaptive_avg_pool2d: cannot pool %s (B, H, W, C) to %dx%d", SHAPE_STR(x), oh, ow);
     tensor *out = TENSOR(x->shape[0], oh, ow, x->shape[3]);
-    adaptive_avg_pool2d_forward(out->data, x->data, x->shape[0], x->shape[1], x->shape[2],
+    kernels->adaptive_avg_pool2d_forward(out->data, x->data, x->shape[0], x->shape[1], x->shape[2],
                                 x->shape[3], oh, ow);
     op_macs += (double)x->numel;
     tape_record(OP_ADAPTIVE_AVG_POOL2D, out, 1, (tensor *[]){x});
@@ -118,7 +119,7 @@ tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow) {
 void op_adaptive_avg_pool2d_backward(tape_node *n) {
     tensor *x = n->in[0], *out = n->out;
     if (x->requires_grad)
-        adaptive_avg_pool2d_backward(tensor_grad(x), out->grad, x->shape[0], x->shape[1],
+        kernels->adaptive_avg_pool2d_backward(tensor_grad(x), out->grad, x->shape[0], x->shape[1],
                                      x->shape[2], x->shape[3], out->shape[1], out->shape[2]);
 }
 
@@ -126,7 +127,7 @@ tensor *op_interp_bilinear(tensor *x, int ho, int wo) {
     CHECK(x->ndim == 3 && ho >= 1 && wo >= 1, "interp_bilinear: planes %s (P, H, W) to %dx%d",
           SHAPE_STR(x), ho, wo);
     tensor *out = TENSOR(x->shape[0], ho, wo);
-    interp_bilinear_forward(out->data, x->data, x->shape[0], x->shape[1], x->shape[2], ho, wo);
+    kernels->interp_bilinear_forward(out->data, x->data, x->shape[0], x->shape[1], x->shape[2], ho, wo);
     op_macs += 4.0 * (double)out->numel;
     tape_record(OP_INTERP_BILINEAR, out, 1, (tensor *[]){x});
     return out;
@@ -135,6 +136,6 @@ tensor *op_interp_bilinear(tensor *x, int ho, int wo) {
 void op_interp_bilinear_backward(tape_node *n) {
     tensor *x = n->in[0], *out = n->out;
     if (x->requires_grad)
-        interp_bilinear_backward(tensor_grad(x), out->grad, x->shape[0], x->shape[1], x->shape[2],
+        kernels->interp_bilinear_backward(tensor_grad(x), out->grad, x->shape[0], x->shape[1], x->shape[2],
                                  out->shape[1], out->shape[2]);
 }

@@ -5,6 +5,7 @@
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
+#include "kernels.h"
 
 static tensor *binary(int id, binary_op op, tensor *a, tensor *b) {
     broadcast bc;
@@ -12,7 +13,7 @@ static tensor *binary(int id, binary_op op, tensor *a, tensor *b) {
           "%s: shapes %s and %s do not broadcast", op_table[id].name, SHAPE_STR(a), SHAPE_STR(b));
     int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
     tensor *out = tensor_new(nd, bc.out + 5 - nd);
-    binary_forward(op, out->data, a->data, b->data, &bc);
+    kernels->binary_forward(op, out->data, a->data, b->data, &bc);
     tape_record(id, out, 2, (tensor *[]){a, b});
     return out;
 }
@@ -21,7 +22,7 @@ static void binary_grad(tape_node *n, binary_op op) {
     tensor *a = n->in[0], *b = n->in[1];
     broadcast bc;
     broadcast_plan(&bc, a->ndim, a->shape, b->ndim, b->shape);
-    binary_backward(op, a->requires_grad ? tensor_grad(a) : NULL, b->requires_grad ? tensor_grad(b) : NULL,
+    kernels->binary_backward(op, a->requires_grad ? tensor_grad(a) : NULL, b->requires_grad ? tensor_grad(b) : NULL,
                     n->out->grad, a->data, b->data, n->out->data, &bc);
 }
 
@@ -71,7 +72,7 @@ void op_expand_backward(tape_node *n) {
         x5[d] = d < 5 - x->ndim ? 1 : x->shape[d - (5 - x->ndim)];
         o5[d] = d < 5 - out->ndim ? 1 : out->shape[d - (5 - out->ndim)];
     }
-    broadcast_reduce(tensor_grad(x), out->grad, x5, o5);
+    kernels->broadcast_reduce(tensor_grad(x), out->grad, x5, o5);
 }
 
 tensor *op_scale(tensor *x, float s) {
@@ -128,7 +129,7 @@ UNARY_OP(softplus, OP_SOFTPLUS)
 
 tensor *op_pow(tensor *x, float p) {
     tensor *out = tensor_like(x);
-    pow_forward(out->data, x->data, p, x->numel);
+    kernels->pow_forward(out->data, x->data, p, x->numel);
     tape_node *n = tape_record(OP_POW, out, 1, (tensor *[]){x});
     if (n) n->farg[0] = p;
     return out;
@@ -136,5 +137,5 @@ tensor *op_pow(tensor *x, float p) {
 
 void op_pow_backward(tape_node *n) {
     tensor *x = n->in[0];
-    if (x->requires_grad) pow_backward(tensor_grad(x), n->out->grad, x->data, n->farg[0], x->numel);
+    if (x->requires_grad) kernels->pow_backward(tensor_grad(x), n->out->grad, x->data, n->farg[0], x->numel);
 }

@@ -10,13 +10,14 @@
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
+#include "kernels.h"
 
 tensor *op_focus(tensor *x, tensor *temperature, float p) {
     int C = x->shape[x->ndim - 1];
     CHECK(temperature->numel == C, "focus: temperature %s for %d channels", SHAPE_STR(temperature), C);
     CHECK(p > 0, "focus: power %g must be positive", p);
     tensor *out = tensor_like(x);
-    focus_forward(out->data, x->data, temperature->data, p, x->numel / C, C);
+    kernels->focus_forward(out->data, x->data, temperature->data, p, x->numel / C, C);
     tape_node *n = tape_record(OP_FOCUS, out, 2, (tensor *[]){x, temperature});
     if (n) n->farg[0] = p;
     return out;
@@ -28,7 +29,7 @@ void op_focus_backward(tape_node *n) {
     float *dx = x->requires_grad ? tensor_grad(x) : NULL, *dt = t->requires_grad ? tensor_grad(t) : NULL;
     size_t n_partial = (size_t)vitc_threads() * C;
     float *partial = scratch_floats(n_partial);
-    focus_backward(dx, dt, n->out->grad, x->data, t->data, n->farg[0], x->numel / C, C, partial);
+    kernels->focus_backward(dx, dt, n->out->grad, x->data, t->data, n->farg[0], x->numel / C, C, partial);
     scratch_done(partial, n_partial);
 }
 
@@ -43,7 +44,7 @@ tensor *op_linear_attention(tensor *q, tensor *k, tensor *v, int heads) {
     lin_attn_dims a = {q->shape[0], q->shape[1], k->shape[1], heads, q->shape[2] / heads};
     tensor *out = tensor_like(q), *kv = TENSOR(a.seqs, heads, a.d, a.d);
     tensor *kmean = TENSOR(a.seqs, heads, a.d), *z = TENSOR(a.seqs, heads, a.n);
-    linear_attention_forward(out->data, kv->data, kmean->data, z->data, q->data, k->data, v->data, &a);
+    kernels->linear_attention_forward(out->data, kv->data, kmean->data, z->data, q->data, k->data, v->data, &a);
     /* as the matmuls of the unfused form: kᵀv, q·kv and q·mean(k) */
     op_macs += (double)a.seqs * heads * ((double)a.d * a.d * (a.m + a.n) + (double)a.n * a.d);
     tape_node *n = tape_record(OP_LINEAR_ATTENTION, out, 3, (tensor *[]){q, k, v});
@@ -61,7 +62,7 @@ void op_linear_attention_backward(tape_node *n) {
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
     size_t n_scratch = linear_attention_scratch_floats(&a);
     float *scratch = scratch_floats(n_scratch);
-    linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data, n->saved[0]->data,
+    kernels->linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data, n->saved[0]->data,
                               n->saved[1]->data, n->saved[2]->data, &a, scratch);
     scratch_done(scratch, n_scratch);
 }
@@ -83,7 +84,7 @@ tensor *op_softmax_linear_attention(tensor *q, tensor *k, tensor *v, int heads, 
     tensor *out = TENSOR(a.seqs, a.n, channels), *ctx = TENSOR(a.seqs, heads, a.d, a.d);
     size_t n_scratch = softmax_linear_attention_scratch_floats(&a);
     float *scratch = scratch_floats(n_scratch);
-    softmax_linear_attention_forward(out->data, ctx->data, q->data, k->data, v->data, &a, scratch);
+    kernels->softmax_linear_attention_forward(out->data, ctx->data, q->data, k->data, v->data, &a, scratch);
     scratch_done(scratch, n_scratch);
     /* as the matmuls of the unfused form: softmax(k)ᵀv and softmax(q)·ctx */
     op_macs += (double)a.seqs * heads * a.d * a.d * ((double)a.m + a.n);
@@ -102,7 +103,7 @@ void op_softmax_linear_attention_backward(tape_node *n) {
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
     size_t n_scratch = softmax_linear_attention_scratch_floats(&a);
     float *scratch = scratch_floats(n_scratch);
-    softmax_linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data,
+    kernels->softmax_linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data,
                                       n->saved[0]->data, &a, scratch);
     scratch_done(scratch, n_scratch);
 }

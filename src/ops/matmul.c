@@ -5,6 +5,7 @@
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
+#include "kernels.h"
 
 double op_macs;
 
@@ -21,7 +22,7 @@ tensor *op_linear_rows(tensor *x, tensor *w, tensor *b, int row0, int rows) {
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;
     tensor *out = tensor_new(x->ndim, shape);
-    linear_forward(out->data, x->data, w->data + (size_t)row0 * K, b ? b->data + row0 : NULL, M, K, N);
+    kernels->linear_forward(out->data, x->data, w->data + (size_t)row0 * K, b ? b->data + row0 : NULL, M, K, N);
     op_macs += (double)M * K * N;
     tape_node *n = tape_record(OP_LINEAR, out, 3, (tensor *[]){x, w, b});
     if (n) n->iarg[0] = M, n->iarg[1] = K, n->iarg[2] = N, n->iarg[3] = row0;
@@ -36,7 +37,7 @@ tensor *op_linear(tensor *x, tensor *w, tensor *b) {
 void op_linear_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int M = n->iarg[0], K = n->iarg[1], N = n->iarg[2], row0 = n->iarg[3];
-    linear_backward(x->requires_grad ? tensor_grad(x) : NULL,
+    kernels->linear_backward(x->requires_grad ? tensor_grad(x) : NULL,
                     w->requires_grad ? tensor_grad(w) + (size_t)row0 * K : NULL,
                     b && b->requires_grad ? tensor_grad(b) + row0 : NULL, n->out->grad, x->data,
                     w->data + (size_t)row0 * K, M, K, N);
@@ -59,7 +60,7 @@ tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha)
     shape[nd - 1] = N;
     int batch = (int)tensor_span(a, 0, nd - 2);
     tensor *out = tensor_new(nd, shape);
-    matmul_forward(out->data, a->data, b->data, batch, M, N, K, trans_a, trans_b, alpha);
+    kernels->matmul_forward(out->data, a->data, b->data, batch, M, N, K, trans_a, trans_b, alpha);
     op_macs += (double)batch * M * N * K;
     tape_node *n = tape_record(OP_MATMUL, out, 2, (tensor *[]){a, b});
     if (n) {
@@ -72,7 +73,7 @@ tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha)
 
 void op_matmul_backward(tape_node *n) {
     tensor *a = n->in[0], *b = n->in[1];
-    matmul_backward(a->requires_grad ? tensor_grad(a) : NULL, b->requires_grad ? tensor_grad(b) : NULL,
+    kernels->matmul_backward(a->requires_grad ? tensor_grad(a) : NULL, b->requires_grad ? tensor_grad(b) : NULL,
                     n->out->grad, a->data, b->data, n->iarg[0], n->iarg[1], n->iarg[2], n->iarg[3],
                     n->iarg[4], n->iarg[5], n->farg[0]);
 }

@@ -11,6 +11,7 @@
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
+#include "kernels.h"
 
 tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) {
     int C = x->shape[x->ndim - 1];
@@ -18,7 +19,7 @@ tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) {
           SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
     int64_t M = x->numel / C;
     tensor *out = tensor_like(x), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
-    layernorm_forward(out->data, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
+    kernels->layernorm_forward(out->data, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
     op_macs += 5.0 * (double)x->numel;
     tape_node *n = tape_record(OP_LAYERNORM, out, 3, (tensor *[]){x, w, b});
     if (n) n->saved[0] = mean, n->saved[1] = rstd;
@@ -28,7 +29,7 @@ tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) {
 void op_layernorm_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int C = x->shape[x->ndim - 1];
-    layernorm_backward(x->requires_grad ? tensor_grad(x) : NULL,
+    kernels->layernorm_backward(x->requires_grad ? tensor_grad(x) : NULL,
                        w->requires_grad ? tensor_grad(w) : NULL,
                        b->requires_grad ? tensor_grad(b) : NULL, n->out->grad, x->data,
                        n->saved[0]->data, n->saved[1]->data, w->data, x->numel / C, C);
@@ -51,9 +52,9 @@ tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, te
     float *y = scratch_floats((size_t)(pass * C));
     for (int64_t r0 = 0; r0 < M; r0 += pass) {
         int64_t rows = r0 + pass < M ? pass : M - r0;
-        layernorm_forward(y, mean->data + r0, rstd->data + r0, x->data + r0 * C, ln_w->data, ln_b->data,
+        kernels->layernorm_forward(y, mean->data + r0, rstd->data + r0, x->data + r0 * C, ln_w->data, ln_b->data,
                           rows, C, eps);
-        linear_forward(out->data + r0 * N, y, w->data, b ? b->data : NULL, (int)rows, C, N);
+        kernels->linear_forward(out->data + r0 * N, y, w->data, b ? b->data : NULL, (int)rows, C, N);
     }
     scratch_done(y, (size_t)(pass * C));
     op_macs += 5.0 * (double)x->numel + (double)M * C * N;
@@ -75,10 +76,10 @@ void op_layernorm_linear_backward(tape_node *n) {
     for (int64_t r0 = 0; r0 < M; r0 += pass) {
         int64_t rows = r0 + pass < M ? pass : M - r0;
         const float *xs = x->data + r0 * C, *g = n->out->grad + r0 * N;
-        layernorm_apply(y, xs, mean + r0, rstd + r0, ln_w->data, ln_b->data, rows, C);
+        kernels->layernorm_apply(y, xs, mean + r0, rstd + r0, ln_w->data, ln_b->data, rows, C);
         memset(dy, 0, sizeof(float) * (size_t)(rows * C));
-        linear_backward(dy, dw, db, g, y, w->data, (int)rows, C, N);
-        layernorm_backward(dx ? dx + r0 * C : NULL, dln_w, dln_b, dy, xs, mean + r0, rstd + r0,
+        kernels->linear_backward(dy, dw, db, g, y, w->data, (int)rows, C, N);
+        kernels->layernorm_backward(dx ? dx + r0 * C : NULL, dln_w, dln_b, dy, xs, mean + r0, rstd + r0,
                            ln_w->data, rows, C);
     }
     scratch_done(y, (size_t)(pass * C));
@@ -95,9 +96,9 @@ tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh,
     tensor *out = TENSOR(B * (H / wh) * (W / ww), wh * ww, C), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
     bool one_window = wh == H && ww == W && shift % H == 0 && shift % W == 0;
     float *y = one_window ? out->data : scratch_floats((size_t)x->numel);
-    layernorm_forward(y, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
+    kernels->layernorm_forward(y, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
     if (!one_window) {
-        window_copy(out->data, y, B, H, W, C, wh, ww, shift, true, false);
+        kernels->window_copy(out->data, y, B, H, W, C, wh, ww, shift, true, false);
         scratch_done(y, (size_t)x->numel);
     }
     op_macs += 5.0 * (double)x->numel;
@@ -118,9 +119,9 @@ void op_layernorm_windows_backward(tape_node *n) {
     float *g = n->out->grad, *map_order = NULL;
     if (!(wh == H && ww == W && shift % H == 0 && shift % W == 0)) {
         g = map_order = scratch_floats((size_t)x->numel);
-        window_copy(n->out->grad, g, B, H, W, C, wh, ww, shift, false, false);
+        kernels->window_copy(n->out->grad, g, B, H, W, C, wh, ww, shift, false, false);
     }
-    layernorm_backward(dx, dw, db, g, x->data, n->saved[0]->data, n->saved[1]->data, w->data,
+    kernels->layernorm_backward(dx, dw, db, g, x->data, n->saved[0]->data, n->saved[1]->data, w->data,
                        x->numel / C, C);
     scratch_done(map_order, (size_t)x->numel);
 }
@@ -130,7 +131,7 @@ tensor *op_l2norm(tensor *x) {
     for (int k = 0; k < x->ndim; k++) shape[k] = x->shape[k];
     shape[x->ndim - 1] = 1;
     tensor *out = tensor_new(x->ndim, shape);
-    l2norm_forward(out->data, x->data, x->numel / C, C);
+    kernels->l2norm_forward(out->data, x->data, x->numel / C, C);
     tape_record(OP_L2NORM, out, 1, (tensor *[]){x});
     return out;
 }
@@ -139,7 +140,7 @@ void op_l2norm_backward(tape_node *n) {
     tensor *x = n->in[0];
     int C = x->shape[x->ndim - 1];
     if (x->requires_grad)
-        l2norm_backward(tensor_grad(x), n->out->grad, x->data, n->out->data, x->numel / C, C);
+        kernels->l2norm_backward(tensor_grad(x), n->out->grad, x->data, n->out->data, x->numel / C, C);
 }
 
 tensor *op_softmax(tensor *x, tensor *bias) {
@@ -152,7 +153,7 @@ tensor *op_softmax(tensor *x, tensor *bias) {
               SHAPE_STR(x));
     }
     tensor *out = tensor_like(x);
-    softmax_forward(out->data, x->data, bias ? bias->data : NULL, x->numel / N, N,
+    kernels->softmax_forward(out->data, x->data, bias ? bias->data : NULL, x->numel / N, N,
                     bias ? bias->numel : 0);
     tape_record(OP_SOFTMAX, out, 2, (tensor *[]){x, bias});
     return out;
@@ -165,12 +166,12 @@ void op_softmax_backward(tape_node *n) {
     float *gx = x->requires_grad ? tensor_grad(x) : NULL;
     float *gbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
     float *dlogits = scratch_floats((size_t)x->numel);
-    softmax_backward(dlogits, out->grad, out->data, M, N);
-    if (gx) accumulate(gx, dlogits, x->numel);
+    kernels->softmax_backward(dlogits, out->grad, out->data, M, N);
+    if (gx) kernels->accumulate(gx, dlogits, x->numel);
     if (gbias) {
         int in5[5] = {1, 1, 1, 1, (int)bias->numel};
         int out5[5] = {1, 1, 1, (int)(x->numel / bias->numel), (int)bias->numel};
-        broadcast_reduce(gbias, dlogits, in5, out5);
+        kernels->broadcast_reduce(gbias, dlogits, in5, out5);
     }
     scratch_done(dlogits, (size_t)x->numel);
 }
@@ -183,7 +184,7 @@ tensor *op_mean(tensor *x, int dim, bool keepdim) {
     }
     if (nd == 0) shape[nd++] = 1;
     tensor *out = tensor_new(nd, shape);
-    mean_forward(out->data, x->data, tensor_span(x, 0, d), x->shape[d], tensor_span(x, d + 1, x->ndim));
+    kernels->mean_forward(out->data, x->data, tensor_span(x, 0, d), x->shape[d], tensor_span(x, d + 1, x->ndim));
     tape_node *n = tape_record(OP_MEAN, out, 1, (tensor *[]){x});
     if (n) n->iarg[0] = d;
     return out;
@@ -193,6 +194,6 @@ void op_mean_backward(tape_node *n) {
     tensor *x = n->in[0];
     int d = n->iarg[0];
     if (x->requires_grad)
-        mean_backward(tensor_grad(x), n->out->grad, tensor_span(x, 0, d), x->shape[d],
+        kernels->mean_backward(tensor_grad(x), n->out->grad, tensor_span(x, 0, d), x->shape[d],
                       tensor_span(x, d + 1, x->ndim));
 }

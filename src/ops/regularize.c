@@ -14,6 +14,7 @@
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
+#include "kernels.h"
 
 /* `per` draws of keep (1/(1-p)) or 0 for each of `samples` samples */
 static tensor *draw_mask(int id, float p, rng *r, int64_t samples, int64_t per) {
@@ -81,7 +82,7 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
     size_t n_scratch = (size_t)group * per_sample;
     float *scratch = per_sample ? scratch_floats(n_scratch) : NULL, *branch = NULL;
     if (g.H) {
-        copy_floats(out->data, res->data, res->numel);
+        kernels->copy_floats(out->data, res->data, res->numel);
         branch = scratch;
     }
     for (int s0 = 0; s0 < B; s0 += group) {
@@ -89,16 +90,16 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
         size_t r0 = (size_t)s0 * rows, n_act = (size_t)gs * rows * K;
         const float *act = h->data + r0 * K, *keep = mask ? mask->data + s0 : NULL;
         if (gelu) {
-            gelu_forward(scratch, act, (int64_t)n_act);
+            kernels->gelu_forward(scratch, act, (int64_t)n_act);
             act = scratch;
         }
         if (!g.H) {
-            residual_linear_forward(out->data + r0 * N, res->data + r0 * N, act, w->data,
+            kernels->residual_linear_forward(out->data + r0 * N, res->data + r0 * N, act, w->data,
                                     b ? b->data : NULL, keep, gs, gs * rows, K, N);
             continue;
         }
-        residual_linear_forward(branch, NULL, act, w->data, b ? b->data : NULL, keep, gs, gs * rows, K, N);
-        window_copy(branch, out->data + r0 * N, gs, g.H, g.W, N, g.wh, g.ww, g.shift, false, true);
+        kernels->residual_linear_forward(branch, NULL, act, w->data, b ? b->data : NULL, keep, gs, gs * rows, K, N);
+        kernels->window_copy(branch, out->data + r0 * N, gs, g.H, g.W, N, g.wh, g.ww, g.shift, false, true);
     }
     scratch_done(scratch, n_scratch);
     op_macs += (double)M * K * N;
@@ -145,7 +146,7 @@ void op_residual_linear_backward(tape_node *n) {
         const float *g = n->out->grad + r0 * N, *hs = h->data + r0 * K;
         float *dhs = dh ? dh + r0 * K : NULL;
         if (geom.H) {
-            window_copy(gm, (float *)g, gs, geom.H, geom.W, N, geom.wh, geom.ww, geom.shift, true, false);
+            kernels->window_copy(gm, (float *)g, gs, geom.H, geom.W, N, geom.wh, geom.ww, geom.shift, true, false);
             g = gm;
         }
         if (mask) {
@@ -153,16 +154,16 @@ void op_residual_linear_backward(tape_node *n) {
             g = gm;
         }
         if (!gelu) {
-            linear_backward(dhs, dw, db, g, hs, w->data, gm_rows, K, N);
+            kernels->linear_backward(dhs, dw, db, g, hs, w->data, gm_rows, K, N);
             continue;
         }
         /* the activation is recomputed, not kept */
         int64_t n_act = (int64_t)gm_rows * K;
-        gelu_value_and_slope(act, slope, hs, n_act);
-        linear_backward(NULL, dw, db, g, act, w->data, gm_rows, K, N);
+        kernels->gelu_value_and_slope(act, slope, hs, n_act);
+        kernels->linear_backward(NULL, dw, db, g, act, w->data, gm_rows, K, N);
         if (dhs) {
             float *dact = act; /* consumed: its buffer takes d(loss)/d(activation) */
-            gemm(false, false, gm_rows, K, N, 1.0f, g, w->data, 0.0f, dact);
+            kernels->gemm(false, false, gm_rows, K, N, 1.0f, g, w->data, 0.0f, dact);
 #pragma omp parallel for schedule(static)
             for (int64_t i = 0; i < n_act; i++) dhs[i] += dact[i] * slope[i];
         }
@@ -199,7 +200,7 @@ tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w,
     for (int i = 0, k0 = 0; i < 2; k0 += h[i]->shape[h[i]->ndim - 1], i++) {
         int K = h[i]->shape[h[i]->ndim - 1];
         copy_columns(w_part, w->data, N, K0 + K1, k0, K);
-        residual_linear_forward(out->data, i ? out->data : res->data, h[i]->data, w_part,
+        kernels->residual_linear_forward(out->data, i ? out->data : res->data, h[i]->data, w_part,
                                 i == 0 && b ? b->data : NULL, mask ? mask->data : NULL, B, M, K, N);
     }
     scratch_done(w_part, n_part);
@@ -226,7 +227,7 @@ void op_residual_linear_split_backward(tape_node *n) {
         int K = h[i]->shape[h[i]->ndim - 1];
         copy_columns(w_part, w->data, N, Kw, k0, K);
         if (dw) memset(dw_part, 0, sizeof(float) * (size_t)N * K);
-        linear_backward(h[i]->requires_grad ? tensor_grad(h[i]) : NULL, dw ? dw_part : NULL,
+        kernels->linear_backward(h[i]->requires_grad ? tensor_grad(h[i]) : NULL, dw ? dw_part : NULL,
                         i == 0 ? db : NULL, g, h[i]->data, w_part, M, K, N);
         if (dw) add_columns(dw, dw_part, N, Kw, k0, K);
     }
@@ -262,7 +263,7 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
     }
     size_t n_scratch = mlp_scratch_floats(&d);
     float *scratch = scratch_floats(n_scratch);
-    mlp_residual_forward(out->data, h ? h->data : NULL, mean->data, rstd->data, res->data, ln_w->data,
+    kernels->mlp_residual_forward(out->data, h ? h->data : NULL, mean->data, rstd->data, res->data, ln_w->data,
                          ln_b->data, eps, w1->data, b1 ? b1->data : NULL, w2->data, b2 ? b2->data : NULL,
                          mask ? mask->data : NULL, &d, scratch);
     scratch_done(scratch, n_scratch);

@@ -6,6 +6,7 @@
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
+#include "kernels.h"
 
 tensor *op_reshape(tensor *x, int ndim, const int *shape) {
     CHECK(shape_numel(ndim, shape) == x->numel, "reshape: %s has %lld elements, the new shape %lld",
@@ -24,7 +25,7 @@ void pass_grad(tensor *x, tensor *out) {
         x->grad = out->grad;
         out->grad = NULL;
     } else {
-        accumulate(x->grad, out->grad, x->numel);
+        kernels->accumulate(x->grad, out->grad, x->numel);
     }
 }
 
@@ -38,7 +39,7 @@ tensor *op_permute(tensor *x, const int *perm) {
         shape[k] = x->shape[perm[k]];
     }
     tensor *out = tensor_new(x->ndim, shape);
-    permute_forward(out->data, x->data, x->ndim, x->shape, perm);
+    kernels->permute_forward(out->data, x->data, x->ndim, x->shape, perm);
     tape_node *n = tape_record(OP_PERMUTE, out, 1, (tensor *[]){x});
     if (n)
         for (int k = 0; k < x->ndim; k++) n->iarg[k] = perm[k];
@@ -47,7 +48,7 @@ tensor *op_permute(tensor *x, const int *perm) {
 
 void op_permute_backward(tape_node *n) {
     tensor *x = n->in[0];
-    if (x->requires_grad) permute_backward(tensor_grad(x), n->out->grad, x->ndim, x->shape, n->iarg);
+    if (x->requires_grad) kernels->permute_backward(tensor_grad(x), n->out->grad, x->ndim, x->shape, n->iarg);
 }
 
 tensor *op_transpose(tensor *x, int d0, int d1) {
@@ -77,7 +78,7 @@ tensor *op_concat(int n, tensor *const *xs, int dim) {
     tensor *out = tensor_new(xs[0]->ndim, shape);
     int64_t outer = tensor_span(out, 0, d), inner = tensor_span(out, d + 1, out->ndim);
     for (int i = 0, start = 0; i < n; i++) {
-        block_copy(out->data, total, xs[i]->data, xs[i]->shape[d], outer, inner, start, 0,
+        kernels->block_copy(out->data, total, xs[i]->data, xs[i]->shape[d], outer, inner, start, 0,
                    xs[i]->shape[d], 0);
         start += xs[i]->shape[d];
     }
@@ -93,7 +94,7 @@ void op_concat_backward(tape_node *n) {
     for (int i = 0, start = 0; i < n->n_in; i++) {
         tensor *x = n->in[i];
         if (x->requires_grad)
-            block_copy(tensor_grad(x), x->shape[d], out->grad, out->shape[d], outer, inner, 0, start,
+            kernels->block_copy(tensor_grad(x), x->shape[d], out->grad, out->shape[d], outer, inner, 0, start,
                        x->shape[d], 1);
         start += x->shape[d];
     }
@@ -108,7 +109,7 @@ tensor *op_slice(tensor *x, int dim, int start, int len) {
     shape[d] = len;
     tensor *out = tensor_new(x->ndim, shape);
     int64_t outer = tensor_span(x, 0, d), inner = tensor_span(x, d + 1, x->ndim);
-    block_copy(out->data, len, x->data, x->shape[d], outer, inner, 0, start, len, 0);
+    kernels->block_copy(out->data, len, x->data, x->shape[d], outer, inner, 0, start, len, 0);
     tape_node *n = tape_record(OP_SLICE, out, 1, (tensor *[]){x});
     if (n) n->iarg[0] = d, n->iarg[1] = start;
     return out;
@@ -119,7 +120,7 @@ void op_slice_backward(tape_node *n) {
     if (!x->requires_grad) return;
     int d = n->iarg[0];
     int64_t outer = tensor_span(x, 0, d), inner = tensor_span(x, d + 1, x->ndim);
-    block_copy(tensor_grad(x), x->shape[d], out->grad, out->shape[d], outer, inner, n->iarg[1], 0,
+    kernels->block_copy(tensor_grad(x), x->shape[d], out->grad, out->shape[d], outer, inner, n->iarg[1], 0,
                out->shape[d], 1);
 }
 

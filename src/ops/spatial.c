@@ -6,6 +6,7 @@
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
+#include "kernels.h"
 
 tensor *op_window_partition_channels(tensor *x, int c0, int channels, int wh, int ww, int shift) {
     CHECK(x->ndim == 4 && wh >= 1 && ww >= 1 && x->shape[1] % wh == 0 && x->shape[2] % ww == 0,
@@ -16,7 +17,7 @@ tensor *op_window_partition_channels(tensor *x, int c0, int channels, int wh, in
     bool whole_map = wh == H && ww == W && shift % H == 0 && shift % W == 0;
     if (whole_map && channels == C) return RESHAPE(x, B, H * W, C);
     tensor *out = TENSOR(B * (H / wh) * (W / ww), wh * ww, channels);
-    window_copy_channels(out->data, x->data + c0, C, B, H, W, channels, wh, ww, shift, true, false);
+    kernels->window_copy_channels(out->data, x->data + c0, C, B, H, W, channels, wh, ww, shift, true, false);
     tape_node *n = tape_record(OP_WINDOW_PARTITION, out, 1, (tensor *[]){x});
     if (n) n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift, n->iarg[3] = c0;
     return out;
@@ -30,7 +31,7 @@ tensor *op_window_partition(tensor *x, int wh, int ww, int shift) {
 void op_window_partition_backward(tape_node *n) {
     tensor *x = n->in[0];
     if (x->requires_grad)
-        window_copy_channels(n->out->grad, tensor_grad(x) + n->iarg[3], x->shape[3], x->shape[0],
+        kernels->window_copy_channels(n->out->grad, tensor_grad(x) + n->iarg[3], x->shape[3], x->shape[0],
                              x->shape[1], x->shape[2], n->out->shape[2], n->iarg[0], n->iarg[1],
                              n->iarg[2], false, true);
 }
@@ -43,7 +44,7 @@ tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift) {
     int C = x->shape[2], B = x->shape[0] / ((H / wh) * (W / ww));
     if (wh == H && ww == W && shift % H == 0 && shift % W == 0) return RESHAPE(x, B, H, W, C);
     tensor *out = TENSOR(B, H, W, C);
-    window_copy(x->data, out->data, B, H, W, C, wh, ww, shift, false, false);
+    kernels->window_copy(x->data, out->data, B, H, W, C, wh, ww, shift, false, false);
     tape_node *n = tape_record(OP_WINDOW_REVERSE, out, 1, (tensor *[]){x});
     if (n) n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift;
     return out;
@@ -52,7 +53,7 @@ tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift) {
 void op_window_reverse_backward(tape_node *n) {
     tensor *x = n->in[0], *out = n->out;
     if (x->requires_grad)
-        window_copy(tensor_grad(x), out->grad, out->shape[0], out->shape[1], out->shape[2],
+        kernels->window_copy(tensor_grad(x), out->grad, out->shape[0], out->shape[1], out->shape[2],
                     out->shape[3], n->iarg[0], n->iarg[1], n->iarg[2], true, true);
 }
 
@@ -63,7 +64,7 @@ tensor *op_relpos_gather(tensor *table, const int *index, int n) {
         CHECK(index[k] >= 0 && index[k] < T, "relpos_gather: index[%lld] = %d outside the %d rows",
               (long long)k, index[k], T);
     tensor *out = TENSOR(NH, n, n);
-    relpos_gather_forward(out->data, table->data, index, NH, n);
+    kernels->relpos_gather_forward(out->data, table->data, index, NH, n);
     tape_node *node = tape_record(OP_RELPOS_GATHER, out, 1, (tensor *[]){table});
     if (node) node->ptr = index, node->iarg[0] = n;
     return out;
@@ -72,5 +73,5 @@ tensor *op_relpos_gather(tensor *table, const int *index, int n) {
 void op_relpos_gather_backward(tape_node *n) {
     tensor *table = n->in[0];
     if (table->requires_grad)
-        relpos_gather_backward(tensor_grad(table), n->out->grad, n->ptr, table->shape[1], n->iarg[0]);
+        kernels->relpos_gather_backward(tensor_grad(table), n->out->grad, n->ptr, table->shape[1], n->iarg[0]);
 }

@@ -2,8 +2,8 @@
  * of odd shapes: each test runs both on the same data and prints the largest relative error, max
  * |cuda - cpu| / max |cpu| per output (the measure of tests/main.c's max_rel_diff). Backward
  * kernels start from prefilled gradients on both sides, so a kernel that wrote instead of adding
- * (or added where the CPU writes) fails. Without a GPU each kernel test prints SKIP and the binary
- * exits 0; the device-selection test runs either way. Usage: test_cuda [name filter] */
+ * (or added where the CPU writes) fails. Without a GPU each kernel test is skipped ("no CUDA
+ * device"); the device-selection test runs either way. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,18 +24,12 @@
 #include "cuda/loss.h"
 #include "cuda/matmul.h"
 #include "cuda/norm.h"
-#include "cuda/optim.h"
+#include "cuda/train_step.h"
 #include "ops/ops.h"
 #include "train/optim.h"
-
-/* the brief's bar: fp32 kernels that sum in another order agree to a few ulps of the largest value
- */
-#define TOL 1e-5
+#include "device_check.h"
 
 static rng R;
-static double worst; /* largest error of the running test */
-static const char *worst_what;
-static bool failed_check; /* a non-numeric check of the running test failed */
 
 /* ---- helpers: host and device buffers of n floats ---- */
 
@@ -51,31 +45,25 @@ static float *dev_from(const float *host, size_t n) {
     return d;
 }
 
-/* compares n floats of device memory with the CPU's result; keeps the worst error of the test */
+/* compares n floats of device memory with the CPU's result: fails the test beyond DEVICE_TOL */
 static void compare(const char *what, const float *dev, const float *cpu, size_t n) {
     float *got = xmalloc(n * sizeof(float));
     cuda_to_host(got, dev, n);
-    double diff = 0, ref = 1e-30;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - cpu[i]);
-        if (d > diff || d != d) diff = d; /* a NaN makes the error NaN, which fails */
-        if (fabs(cpu[i]) > ref) ref = fabs(cpu[i]);
-    }
-    double err = diff / ref;
-    if (err > worst || err != err || !worst_what) worst = err, worst_what = what;
+    double err = max_rel_diff(got, cpu, (long)n);
+    printf("    %-14s max rel err %.2e\n", what, err);
+    if (!(err <= DEVICE_TOL)) test_fail(__FILE__, __LINE__, "%s: max rel err %.2e above %.0e", what, err, DEVICE_TOL);
     free(got);
 }
 
 static void expect(bool cond, const char *what) {
-    if (!cond) {
-        printf("    failed: %s\n", what);
-        failed_check = true;
-    }
+    if (!cond) test_fail(__FILE__, __LINE__, "%s", what);
 }
 
 /* ---- kernel tests (need a device) ---- */
 
-static void test_layernorm(void) {
+TEST(cuda_kernel_layernorm) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 42, RNG_TEST);
     const int M = 37, C = 197;
     float *x = host_randn((size_t)M * C, 2.0f, 0.5f), *w = host_randn(C, 1, 1),
           *b = host_randn(C, 1, 0);
@@ -111,7 +99,9 @@ static void test_layernorm(void) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
-static void test_softmax(void) {
+TEST(cuda_kernel_softmax) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 42, RNG_TEST);
     /* rows of N = 49 (a 7x7 window) with a bias repeating every 37 rows, as a relative position
      * bias over 3 windows; then without a bias */
     const int M = 111, N = 49;
@@ -137,7 +127,9 @@ static void test_softmax(void) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
-static void test_gelu(void) {
+TEST(cuda_kernel_gelu) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 42, RNG_TEST);
     const int64_t n = 37 * 197;
     float *x = host_randn(n, 3, 0); /* reaches both tails */
     float *out = xmalloc(sizeof(float) * n), *slope = xmalloc(sizeof(float) * n);
@@ -158,7 +150,9 @@ static void test_gelu(void) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
-static void test_gemm(void) {
+TEST(cuda_kernel_gemm) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 42, RNG_TEST);
     const int M = 37, N = 53, K = 197, pad = 3; /* pad: leading dims larger than the rows */
     float *A = host_randn((size_t)(M + pad) * (K + pad), 1, 0),
           *B = host_randn((size_t)(K + pad) * (N + pad), 1, 0);
@@ -182,7 +176,9 @@ static void test_gemm(void) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
-static void test_linear(void) {
+TEST(cuda_kernel_linear) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 42, RNG_TEST);
     const int M = 394, K = 197, N = 53; /* 2 x 197 tokens */
     float *x = host_randn((size_t)M * K, 1, 0), *w = host_randn((size_t)N * K, 0.1f, 0),
           *b = host_randn(N, 1, 0);
@@ -208,7 +204,9 @@ static void test_linear(void) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
-static void test_matmul(void) {
+TEST(cuda_kernel_matmul) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 42, RNG_TEST);
     /* per-head products: 3 heads of q (37, 29) kᵀ (29, 41) and the like */
     const int batch = 3, M = 37, N = 41, K = 29;
     const size_t na = (size_t)batch * M * K, nb = (size_t)batch * K * N, nc = (size_t)batch * M * N;
@@ -232,7 +230,9 @@ static void test_matmul(void) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
-static void test_adamw(void) {
+TEST(cuda_kernel_adamw) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 42, RNG_TEST);
     /* a decayed weight and an undecayed bias in one flat block, three steps (bias correction moves)
      */
     param_store ps;
@@ -253,7 +253,7 @@ static void test_adamw(void) {
         cuda_to_device(g_, ps.grad, n);
         double lr = 1e-3 * (s + 1);
         adamw_step(&o, &ps, lr);
-        cuda_adamw_step(p_, m_, v_, g_, decay_, (int64_t)n, lr, o.beta1, o.beta2, o.eps,
+        cuda_adamw_update(p_, m_, v_, g_, decay_, (int64_t)n, lr, o.beta1, o.beta2, o.eps,
                         o.weight_decay, o.step);
     }
     compare("p", p_, ps.data, n);
@@ -265,7 +265,9 @@ static void test_adamw(void) {
     params_free(&ps);
 }
 
-static void test_cross_entropy(void) {
+TEST(cuda_kernel_cross_entropy) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 42, RNG_TEST);
     /* soft targets as mixup with label smoothing gives them: two smoothed one-hots mixed */
     const int B = 37, K = 197;
     tensor *logits = TENSOR(B, K), *target = TENSOR(B, K);
@@ -301,7 +303,7 @@ static void test_cross_entropy(void) {
 
 /* ---- host-only test ---- */
 
-static void test_select(void) {
+TEST(cuda_select_names_the_missing_or_wrong_device) {
     char err[256] = "";
     int count = cuda_device_count();
     if (count == 0) {
@@ -316,65 +318,4 @@ static void test_select(void) {
         expect(strstr(err, "does not exist") != NULL, "the message says the device does not exist");
         expect(cuda_select(0, err, sizeof(err)), "cuda_select(0) succeeds");
     }
-}
-
-typedef struct test_case {
-    const char *name;
-    void (*fn)(void);
-    bool needs_device;
-} test_case;
-
-static const test_case tests[] = {
-    {"cuda_select", test_select, false},
-    {"layernorm", test_layernorm, true},
-    {"softmax", test_softmax, true},
-    {"gelu", test_gelu, true},
-    {"gemm", test_gemm, true},
-    {"linear", test_linear, true},
-    {"matmul", test_matmul, true},
-    {"adamw", test_adamw, true},
-    {"cross_entropy", test_cross_entropy, true},
-};
-
-int main(int argc, char **argv) {
-    const char *filter = argc > 1 ? argv[1] : NULL;
-    vitc_set_threads(0); /* the CLIs' floating-point mode for the CPU reference */
-    rng_seed(&R, 42, RNG_TEST);
-    char err[256] = "", name[256];
-    bool have_device = cuda_select(0, err, sizeof(err));
-    if (have_device)
-        printf("device: %s\n", cuda_device_name(name, sizeof(name)));
-    else
-        printf("device: none (%s)\n", err);
-    int passed = 0, failed = 0, skipped = 0;
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        const test_case *t = &tests[i];
-        if (filter && !strstr(t->name, filter)) continue;
-        if (t->needs_device && !have_device) {
-            printf("SKIP %s: no CUDA device\n", t->name);
-            skipped++;
-            continue;
-        }
-        worst = 0, worst_what = NULL, failed_check = false;
-        tape_reset();
-        tape_set_grad_enabled(true);
-        arena_reset(&vitc_arena);
-        t->fn();
-        if (t->needs_device) cuda_sync(); /* a fault inside a kernel surfaces here, as an error */
-        bool ok = !failed_check && !(worst > TOL) && worst == worst;
-        if (worst_what)
-            printf("%s %-14s max rel err %.2e (%s)\n", ok ? "ok  " : "FAIL", t->name, worst,
-                   worst_what);
-        else
-            printf("%s %s\n", ok ? "ok  " : "FAIL", t->name);
-        if (ok)
-            passed++;
-        else
-            failed++;
-        fflush(stdout);
-    }
-    tape_reset();
-    arena_free(&vitc_arena);
-    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-    return failed ? 1 : 0;
 }

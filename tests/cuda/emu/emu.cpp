@@ -7,6 +7,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <map>
 #include <vector>
 
 #include "cublas_v2.h"
@@ -16,6 +17,30 @@ extern "C" {
 }
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+/* ---- device memory is out of the host's reach ----
+ * Between device calls every allocation is PROT_NONE, so host code that reads or writes device
+ * memory (which would crash or read garbage on a GPU) faults here too. Kernels, copies, memsets
+ * and cuBLAS open all of it for their duration. */
+
+struct allocation {
+    char *base;
+    size_t len; /* without the guard page */
+};
+static std::map<void *, allocation> allocations;
+static int open_depth;
+
+static void protect_all(int prot) {
+    for (auto &a : allocations) mprotect(a.second.base, a.second.len, prot);
+}
+struct device_window {
+    device_window() {
+        if (open_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
+    }
+    ~device_window() {
+        if (--open_depth == 0) protect_all(PROT_NONE);
+    }
+};
 
 /* ---- kernel launches ---- */
 
@@ -40,7 +65,7 @@ void __syncthreads(void) {
     swapcontext(&fibers[current].ctx, &scheduler);
 }
 
-void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
+static void run_blocks(dim3 grid, dim3 block, const std::function<void()> &fn) {
     CHECK(grid.y == 1 && grid.z == 1 && block.y == 1 && block.z == 1 && block.x >= 1 &&
               block.x <= MAX_THREADS && grid.x >= 1,
           "emu: launch of %ux%ux%u blocks of %ux%ux%u threads (1-D, 1 to %d threads only)", grid.x,
@@ -72,6 +97,11 @@ void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
             for (unsigned t = 0; t < block.x; t++) fibers[t].waiting = false;
         }
     }
+}
+
+void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
+    device_window open;
+    run_blocks(grid, block, fn);
 }
 
 /* ---- device and memory ---- */
@@ -144,24 +174,27 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (base == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
     mprotect(base + len - page, page, PROT_NONE);
     char *d = base + len - page - bytes;
-    size_t header[2] = {(size_t)base, len};
-    memcpy(d - sizeof(header), header, sizeof(header));
+    allocations[d] = allocation{base, len - page};
+    if (open_depth == 0) mprotect(base, len - page, PROT_NONE);
     *p = d;
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
-    size_t header[2];
     if (!p) return cudaSuccess;
-    memcpy(header, (char *)p - sizeof(header), sizeof(header));
-    munmap((void *)header[0], header[1]);
+    auto a = allocations.find(p);
+    if (a == allocations.end()) return fail(cudaErrorInvalidValue);
+    munmap(a->second.base, a->second.len + (size_t)sysconf(_SC_PAGESIZE));
+    allocations.erase(a);
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+    device_window open;
     memset(p, value, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     (void)kind;
+    device_window open;
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
@@ -198,6 +231,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          const float *B, int ldb, long long sb, const float *beta,
                                          float *C, int ldc, long long sc, int batch) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    device_window open;
     const int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
     if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (rows_a > 1 ? rows_a : 1) ||
         ldb < (rows_b > 1 ? rows_b : 1) || ldc < (m > 1 ? m : 1))

@@ -3,7 +3,7 @@
 #include <math.h>
 
 #include "common.cuh"
-#include "optim.h"
+#include "train_step.h"
 
 static __global__ void adamw_kernel(float *p, float *m, float *v, const float *g, const float *dm,
                                     int64_t n, float b1, float b2, float eps, float decay,
@@ -16,10 +16,10 @@ static __global__ void adamw_kernel(float *p, float *m, float *v, const float *g
     }
 }
 
-extern "C" void cuda_adamw_step(float *p, float *m, float *v, const float *g, const float *decay,
+extern "C" void cuda_adamw_update(float *p, float *m, float *v, const float *g, const float *decay,
                                 int64_t n, double lr, double beta1, double beta2, double eps,
                                 double weight_decay, int64_t step) {
-    CHECK(step >= 1, "cuda_adamw_step: step %lld, the first step is 1", (long long)step);
+    CHECK(step >= 1, "cuda_adamw_update: step %lld, the first step is 1", (long long)step);
     if (n == 0) return;
     /* torch.optim.AdamW: p *= 1 - lr*wd; m, v updated; p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) +
      * eps) */

@@ -11,7 +11,7 @@ extern "C" {
 /* One AdamW step over n flat parameters p with gradients g and moments m, v (all device pointers);
  * decay (n) is 1 where weight decay applies, else 0. `step` counts this step (1 for the first), as
  * adamw.step after adamw_step's increment. */
-void cuda_adamw_step(float *p, float *m, float *v, const float *g, const float *decay, int64_t n,
+void cuda_adamw_update(float *p, float *m, float *v, const float *g, const float *decay, int64_t n,
                      double lr, double beta1, double beta2, double eps, double weight_decay,
                      int64_t step);
 
