@@ -4,6 +4,7 @@
  * dropout, and config errors. */
 #include "../src/nn/layers.h"
 #include "../src/ops/adaln.h"
+#include "../src/train/transport.h"
 #include "gradcheck.h"
 #include "model_check.h"
 
@@ -235,6 +236,64 @@ TEST(sit_parity_with_pytorch_reference) {
         fclose(probe);
         check_fixture(path);
     }
+}
+
+/* One step of each sampler against tools/ref/sit.py's reference of the official samplers (spec §5,
+ * §6) on the tiny mediator SiT: Euler-Maruyama with guidance and the given noise, the final "Mean"
+ * step, an Euler ODE step and a guided Heun step. */
+TEST(sit_sampler_steps_match_the_pytorch_reference) {
+    const char *path = SIT_FIXTURES "/sit_sampler_steps.safetensors";
+    char err[4096];
+    st_file f;
+    if (!st_read(&f, path, err, sizeof(err))) SKIP("no %s (make parity writes it): %s", path, err);
+    config c;
+    model *m = model_create_from_json(&c, st_meta(&f, "config"), path, 0);
+    bool loaded = model_load_state(m, &f, "param/", err, sizeof(err));
+    /* on the heap: every network evaluation resets the arena */
+    const st_entry *ex = st_find(&f, "x"), *eeps = st_find(&f, "eps"), *ey = st_find(&f, "y");
+    CHECK(ex && eeps && ey, "%s lacks x, eps or y", path);
+    int B = (int)ex->shape[0], y[8];
+    int64_t n = 1;
+    for (int i = 0; i < ex->ndim; i++) n *= ex->shape[i];
+    CHECK(B <= 8, "%s: batch %d", path, B);
+    float *x = xmalloc(sizeof(float) * (size_t)n), *eps = xmalloc(sizeof(float) * (size_t)n);
+    float *want = xmalloc(sizeof(float) * (size_t)n), *labels = xmalloc(sizeof(float) * (size_t)B);
+    st_to_f32(ex, x), st_to_f32(eeps, eps), st_to_f32(ey, labels);
+    for (int b = 0; b < B; b++) y[b] = (int)labels[b];
+    float *v = xmalloc(sizeof(float) * (size_t)n), *v2 = xmalloc(sizeof(float) * (size_t)n);
+    float *got = xmalloc(sizeof(float) * (size_t)n), *pred = xmalloc(sizeof(float) * (size_t)n);
+    transport_net net = {.m = m, .y = y, .guided_chans = sampler_defaults(SAMPLER_SDE).guided_chans};
+    double worst = 0;
+    const char *worst_name = "";
+    for (int step = 0; step < 4; step++) {
+        static const char *const names[] = {"sde", "mean", "euler", "heun"};
+        static const double ts[] = {0.3, 0.96, 0.25, 0.5}, dts[] = {0.04, 0.04, 0.25, 0.25}, cfgs[] = {1.5, 1, 1, 1.5};
+        double t = ts[step], dt = dts[step];
+        net.cfg = cfgs[step];
+        memcpy(got, x, sizeof(float) * (size_t)n);
+        transport_net_velocity(&net, got, (float)t, B, v);
+        if (step < 2) {
+            transport_sde_step(got, v, step == 0 ? eps : NULL, n, t, dt, 1.0);
+        } else if (step == 2) {
+            for (int64_t i = 0; i < n; i++) got[i] += (float)(dt * v[i]);
+        } else {
+            for (int64_t i = 0; i < n; i++) pred[i] = (float)(got[i] + dt * v[i]);
+            transport_net_velocity(&net, pred, (float)(t + dt), B, v2);
+            for (int64_t i = 0; i < n; i++) got[i] += (float)(0.5 * dt * (v[i] + v2[i]));
+        }
+        const st_entry *e = st_find(&f, names[step]);
+        CHECK(e, "%s has no tensor %s", path, names[step]);
+        st_to_f32(e, want);
+        double err_step = rel_l2(got, want, n);
+        printf("    %-5s step: rel err %.1e\n", names[step], err_step);
+        if (err_step > worst || err_step != err_step) worst = err_step, worst_name = names[step];
+    }
+    free(x), free(eps), free(want), free(labels), free(v), free(v2), free(got), free(pred);
+    model_free(m);
+    config_free(&c);
+    st_close(&f);
+    EXPECT(loaded, "%s: state does not match the reference:\n%s", path, err);
+    EXPECT(worst <= SIT_TOL, "%s step: rel err %.2e", worst_name, worst);
 }
 
 /* ---- the official initialisation ---- */

@@ -6,7 +6,8 @@ make_fixture converts at the boundary to vitc's channels-last layout.
 
   python3 tools/ref/sit.py counts          exact parameter counts of the paper sizes
   python3 tools/ref/sit.py fixtures        writes tests/fixtures/sit/*.safetensors (tests/test_sit.c) from
-                                           configs/tiny/sit_{mediator,native}.json
+                                           configs/tiny/sit_{mediator,native}.json, and one step of each
+                                           sampler (spec §5, §6) on the tiny mediator SiT
 """
 import json
 import math
@@ -291,12 +292,74 @@ def make_fixture(config_path, out_dir, name, overrides=None, batch=3):
     print(f"wrote {path}: {sum(p.numel() for p in model.parameters())} params, loss {loss.item():.6f}")
 
 
+def guided_velocity(model, x, t, y, cfg_scale, null):
+    """The network as the official samplers call it (spec §6): plain for cfg_scale <= 1; else the
+    batch twice, the second half with the null label, guidance u + s (c - u) on channels 0-2 only
+    (channel 3 on keeps each half's own output), and the conditional half returned. x channels-last."""
+    tt = torch.full((x.shape[0],), t, dtype=x.dtype)
+    if cfg_scale <= 1:
+        return model(x.permute(0, 3, 1, 2), tt, y).permute(0, 2, 3, 1)
+    both = torch.cat([x, x]).permute(0, 3, 1, 2)
+    out = model(both, torch.cat([tt, tt]), torch.cat([y, torch.full_like(y, null)])).permute(0, 2, 3, 1)
+    cond, uncond = out.chunk(2)
+    guided = uncond[..., :3] + cfg_scale * (cond[..., :3] - uncond[..., :3])
+    return torch.cat([guided, cond[..., 3:]], dim=-1)
+
+
+def sde_drift(v, x, t, norm=1.0):
+    """Euler-Maruyama's drift for the velocity model on the linear path: v + w(t) s with w = norm
+    (1 - t) (diffusion_form "sigma") and the score s = (t v - x) / (1 - t) recovered from v"""
+    score = (t * v - x) / (1 - t)
+    return v + norm * (1 - t) * score
+
+
+def make_step_fixture(config_path, out_dir, name="sit_sampler_steps", batch=2):
+    """One step of each sampler on the tiny mediator SiT with random weights, in double: the SDE's
+    Euler-Maruyama step at t = 0.3 (dt = 0.04, guidance 1.5, the noise eps stored), its final
+    deterministic "Mean" step at t = 0.96 (dt = 0.04), an Euler ODE step at t = 0.25 (dt = 0.25) and a
+    Heun step at t = 0.5 (dt = 0.25, guidance 1.5)."""
+    with open(config_path) as f:
+        full = json.load(f)
+    cfg = full["model"]
+    torch.manual_seed(1)
+    model = SiT(cfg).double()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname != "pos_embed":
+                p.add_(0.1 * torch.randn_like(p))
+    model.eval()
+    size, C, null = cfg["img_size"], cfg["in_chans"], cfg["num_classes"]
+    x = torch.randn(batch, size, size, C, dtype=torch.float64)
+    eps = torch.randn(batch, size, size, C, dtype=torch.float64)
+    y = torch.randint(0, null, (batch,))
+    with torch.no_grad():
+        t, dt = 0.3, 0.04
+        v = guided_velocity(model, x, t, y, 1.5, null)
+        sde = x + sde_drift(v, x, t) * dt + math.sqrt(2 * (1 - t)) * math.sqrt(dt) * eps
+        t = 0.96
+        mean = x + sde_drift(guided_velocity(model, x, t, y, 1.0, null), x, t) * 0.04
+        t, dt = 0.25, 0.25
+        euler = x + dt * guided_velocity(model, x, t, y, 1.0, null)
+        t = 0.5
+        v0 = guided_velocity(model, x, t, y, 1.5, null)
+        v1 = guided_velocity(model, x + dt * v0, t + dt, y, 1.5, null)
+        heun = x + 0.5 * dt * (v0 + v1)
+    tensors = {"x": x, "eps": eps, "y": y.double(), "sde": sde, "mean": mean, "euler": euler, "heun": heun}
+    for pname, p in model.named_parameters():
+        tensors["param/" + pname] = p.detach()
+    path = os.path.join(out_dir, name + ".safetensors")
+    st_io.save(path, {k: v.numpy() for k, v in tensors.items()},
+               {"config": json.dumps(full), "torch": torch.__version__})
+    print(f"wrote {path}: one SDE, Mean, Euler and Heun step")
+
+
 def make_fixtures(config_dir, out_dir):
     """The fixtures of tests/test_sit.c: the tiny SiT with mediators as the official default
     (learn_sigma, null class), and the vanilla one without learn_sigma and label dropout."""
     make_fixture(os.path.join(config_dir, "sit_mediator.json"), out_dir, "sit_mediator")
     make_fixture(os.path.join(config_dir, "sit_native.json"), out_dir, "sit_native_no_sigma",
                  {"learn_sigma": False, "class_dropout_prob": 0.0})
+    make_step_fixture(os.path.join(config_dir, "sit_mediator.json"), out_dir)
 
 
 if __name__ == "__main__":
