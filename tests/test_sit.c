@@ -100,19 +100,19 @@ TEST(sit_param_counts_equal_the_official_code) {
         const char *config, *set;
         int64_t params;
     } counts[] = {
-        {"configs/sit/sit_s2.json", NULL, 32963360},
-        {"configs/sit/sit_s2_med4.json", NULL, 33056096},
-        {"configs/sit/sit_s2_med16.json", NULL, 33196064},
-        {"configs/sit/sit_s2_med64.json", NULL, 33755936},
-        {"configs/sit/sit_b2_med16.json", NULL, 130977824},
-        {"configs/sit/sit_l2_med16.json", NULL, 459343904},
-        {"configs/sit/sit_xl2_med16.json", NULL, 676613408},
-        {"configs/sit/sit_xl2.json", NULL, 675129632},
+        {"configs/sit_s2.json", NULL, 32963360},
+        {"configs/sit_s2_med4.json", NULL, 33056096},
+        {"configs/sit_s2_med16.json", NULL, 33196064},
+        {"configs/sit_s2_med64.json", NULL, 33755936},
+        {"configs/sit_b2_med16.json", NULL, 130977824},
+        {"configs/sit_l2_med16.json", NULL, 459343904},
+        {"configs/sit_xl2_med16.json", NULL, 676613408},
+        {"configs/sit_xl2.json", NULL, 675129632},
         /* the other sizes of the table (vanilla), by overriding the mediator config */
-        {"configs/sit/sit_b2_med16.json", "model.attn=native", 130512416},
-        {"configs/sit/sit_l2_med16.json", "model.attn=native", 458102816},
-        {"configs/sit/sit_b2_med16.json", "model.mediator_num=64", 132097568},
-        {"configs/sit/sit_xl2_med16.json", "model.mediator_num=4", 675742496},
+        {"configs/sit_b2_med16.json", "model.attn=native", 130512416},
+        {"configs/sit_l2_med16.json", "model.attn=native", 458102816},
+        {"configs/sit_b2_med16.json", "model.mediator_num=64", 132097568},
+        {"configs/sit_xl2_med16.json", "model.mediator_num=4", 675742496},
     };
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
         model_config mc;
@@ -312,7 +312,7 @@ static double std_of(const tensor *t) {
 
 TEST(sit_init_follows_the_official_scheme) {
     model_config mc;
-    file_config(&mc, "configs/sit/sit_s2_med16.json", "model.depths=[2]");
+    file_config(&mc, "configs/sit_s2_med16.json", "model.depths=[2]");
     model *m = model_create(&mc, 7);
     const param_store *ps = &m->ps;
     const char *zero[] = {"blocks.0.adaLN_modulation.1.weight",
