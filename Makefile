@@ -57,9 +57,22 @@ ifeq ($(CUDA),1)
   CFLAGS  += -DVITC_CUDA
   LDFLAGS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64
   LDLIBS  += -lcublas -lcudart -lstdc++
+  # NCCL for the multi-GPU gradient sums of src/dist (src/cuda/nccl_comm.cu): in CUDA's folders (as
+  # NVIDIA's pip wheels lay it), else the system's (libnccl-dev), else NCCL_HOME=/path/to/nccl
+  NCCL_HOME ?= $(CUDA_HOME)
+  NCCL_DIR  := $(patsubst %/,%,$(dir $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so.2 \
+               $(NCCL_HOME)/lib/libnccl.so.2 /usr/lib/*/libnccl.so.2))))
+  ifeq ($(NCCL_DIR),)
+    $(error CUDA=1: no libnccl.so.2 in $(NCCL_HOME)/lib64 or /usr/lib/* (install NCCL, or set NCCL_HOME=/path/to/nccl))
+  endif
+  NVCCFLAGS += $(filter-out -I/usr/include,-I$(NCCL_HOME)/include)
+  LDFLAGS   += $(if $(filter $(NCCL_DIR),$(CUDA_HOME)/lib64),,-L$(NCCL_DIR) -Wl,-rpath,$(NCCL_DIR))
+  LDLIBS    += -l:libnccl.so.2
   BUILD   ?= build/$(MODE)
   CUDA_OBJ      := $(patsubst %.cu,$(BUILD)/%.o,$(wildcard src/cuda/*.cu))
   CUDA_TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/cuda/*.c))
+  # the training-run test (tests/cuda/test_train.c) trains on tests/tiny_run.c's synthetic images
+  CUDA_TEST_OBJ += $(BUILD)/tests/tiny_run.o $(BUILD)/tests/shell.o
   .DEFAULT_GOAL := all
   $(info CUDA=1: $(NVCC), $(words $(CUDA_OBJ)) kernel files, into $(BUILD))
   all: $(BUILD)/test_cuda $(BUILD)/test_cuda_emu
@@ -73,11 +86,14 @@ ifeq ($(CUDA),1)
   # The same tests on tests/cuda/emu's CPU stand-in for CUDA and cuBLAS, for where no GPU is lent:
   # it checks the kernels' logic, not the GPU. Each .cu is compiled as C++ once sed has rewritten
   # its launches k<<<grid, block>>>(args) to emu_launch(k, grid, block)(args).
-  EMU_OBJ   := $(patsubst %.cu,$(BUILD)/emu/%.o,$(wildcard src/cuda/*.cu)) $(BUILD)/emu/tests/cuda/emu/emu.o
+  EMU_OBJ   := $(patsubst %.cu,$(BUILD)/emu/%.o,$(wildcard src/cuda/*.cu)) \
+               $(patsubst %.cpp,$(BUILD)/emu/%.o,$(wildcard tests/cuda/emu/*.cpp))
   EMU_FLAGS := -std=c++17 -O2 -g -Wall -Wextra -MMD -MP -Itests/cuda/emu -Isrc/cuda -Isrc
   ifeq ($(WERROR),1)
     EMU_FLAGS += -Werror
   endif
+  # the stand-in for NCCL combines the ranks' data over MPI
+  $(BUILD)/emu/tests/cuda/emu/nccl.o: EMU_FLAGS += -I$(MPI_INCLUDE)
   $(BUILD)/emu/%.o: %.cu Makefile
 	@mkdir -p $(dir $@)
 	{ echo '#line 1 "$<"'; sed -E 's/([A-Za-z_][A-Za-z_0-9]*)<<<(.*)>>>\(/emu_launch(\1, \2)(/' $<; } > $(@:.o=.cpp)

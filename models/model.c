@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../src/core/check.h"
+#include "../src/core/memory.h"
 #include "../src/nn/layers.h"
 
 static const backbone *const backbones[] = {&backbone_deit, &backbone_swin, &backbone_pvt,
@@ -35,6 +36,7 @@ model *model_create(const model_config *cfg, uint64_t seed) {
     rng_seed(&r, seed, RNG_INIT);
     params_init_values(&m->ps, &r);
     if (bb == &backbone_sit) sit_init_pos_embed(m);
+    params_to_device(&m->ps); /* initialised on the host, trained where the ops run */
     return m;
 }
 
@@ -124,10 +126,14 @@ bool model_load_state(model *m, const st_file *f, const char *prefix, char *repo
             problems++;
             continue;
         }
-        if (!st_to_f32(e, t->data)) {
+        float *host = m->ps.mem == &host_memory ? t->data : xmalloc(sizeof(float) * (size_t)t->numel);
+        if (st_to_f32(e, host)) {
+            params_write(&m->ps, t->data, host, t->numel);
+        } else {
             report_add(report, len, "  unsupported dtype %s for %s\n", st_dtype_name(e->dtype), key);
             problems++;
         }
+        if (host != t->data) free(host);
     }
     for (int i = 0; i < f->n; i++) {
         const char *name = f->entries[i].name;
@@ -141,6 +147,7 @@ bool model_load_state(model *m, const st_file *f, const char *prefix, char *repo
 }
 
 tensor *model_classify(const nn_linear *head, tensor *pooled, const forward_opts *o) {
-    if (o->features) memcpy(o->features, pooled->data, sizeof(float) * (size_t)pooled->numel);
+    if (o->features)
+        vitc_memory()->to_host(o->features, pooled->data, sizeof(float) * (size_t)pooled->numel);
     return nn_linear_forward(head, pooled);
 }

@@ -11,6 +11,7 @@
 
 #include "../src/core/arena.h"
 #include "../src/core/check.h"
+#include "../src/core/memory.h"
 #include "../src/nn/layers.h"
 #include "../src/ops/adaln.h"
 #include "model.h"
@@ -134,14 +135,15 @@ void sit_init_pos_embed(model *m) {
 
 /* the condition c = t_embedder(t) + y_embedder(y) (B, D) */
 static tensor *condition(sit *s, const model_config *c, int B, const forward_opts *o) {
-    tensor *freq = TENSOR(B, FREQ_DIM);
+    /* the sinusoid is computed on the host (t is a host array) and moved to where tensors live */
+    float *sinusoid = arena_alloc(&vitc_arena, sizeof(float) * (size_t)B * FREQ_DIM);
     int half = FREQ_DIM / 2, labels[B];
     for (int b = 0; b < B; b++) {
         float t = o->t ? o->t[b] : 0.0f;
         for (int i = 0; i < half; i++) { /* cos first, then sin (GLIDE's timestep_embedding) */
             float a = t * expf(-logf(10000.0f) * (float)i / (float)half);
-            freq->data[b * FREQ_DIM + i] = cosf(a);
-            freq->data[b * FREQ_DIM + half + i] = sinf(a);
+            sinusoid[b * FREQ_DIM + i] = cosf(a);
+            sinusoid[b * FREQ_DIM + half + i] = sinf(a);
         }
         labels[b] = o->y ? o->y[b] : (s->rows > s->classes ? s->classes : 0);
         const char *null_note = s->rows > s->classes ? " (the last is the null class)" : "";
@@ -161,6 +163,8 @@ static tensor *condition(sit *s, const model_config *c, int B, const forward_opt
             if (rng_uniform_f64(&g) < c->class_dropout_prob) labels[b] = s->classes;
         }
     }
+    tensor *freq = TENSOR(B, FREQ_DIM);
+    vitc_memory()->from_host(freq->data, sinusoid, sizeof(float) * (size_t)B * FREQ_DIM);
     tensor *t_emb = nn_linear_forward(&s->t_fc2, op_silu(nn_linear_forward(&s->t_fc1, freq)));
     return op_add(t_emb, op_embedding(s->y_table, labels, B));
 }

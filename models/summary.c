@@ -67,20 +67,23 @@ void model_summary(model *m, FILE *f) {
             c->in_chans, c->num_classes);
     print_tree(&m->ps, f);
     double macs = model_macs(m);
-    /* one training step at batch 1: forward and backward with the tape on */
-    size_t before = vitc_arena.peak;
+    /* one training step at batch 1: forward and backward with the tape on; on a device its data
+     * peaks in the data arena, beside the tensor structs of vitc_arena */
+    arena *data = vitc_data_arena();
+    size_t before = vitc_arena.peak, data_before = data->peak;
     arena_reset(&vitc_arena);
-    vitc_arena.peak = 0;
+    vitc_arena.peak = data->peak = 0;
     tensor *x = tensor_zeros(4, (int[]){1, c->img_size, c->img_size, c->in_chans});
     forward_opts fo = {.train = false};
     params_zero_grad(&m->ps);
     tensor *logits = model_forward(m, x, &fo);
     logits = RESHAPE(logits, 1, (int)logits->numel); /* any output (sit's latents) as one row */
     tape_backward(op_cross_entropy_labels(logits, (int[]){0}, 0.0f));
-    size_t act = vitc_arena.peak;
+    size_t act = vitc_arena.peak + (data != &vitc_arena ? data->peak : 0);
     tape_reset();
     arena_reset(&vitc_arena);
     if (before > vitc_arena.peak) vitc_arena.peak = before;
+    if (data_before > data->peak) data->peak = data_before;
     fprintf(f, "parameters: %lld (%.2fM)\n", (long long)m->ps.numel, m->ps.numel / 1e6);
     fprintf(f, "MACs per image: %.4g G (fvcore-style: linear, matmul, conv, layernorm, resize, pooling)\n",
             macs / 1e9);

@@ -336,7 +336,11 @@ TEST(bf16_flags_reject_unknown_precisions) {
                    tiny_run_config(), tiny_run_dir());
     EXPECT(code == 1 && strstr(out, "train.precision") && strstr(out, "fp16"), "train exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./eval --ckpt nowhere.safetensors --precision fp16");
-    EXPECT(code == 2 && strstr(out, "--precision fp16: expected fp32 or bf16"), "eval exit %d:\n%s", code, out);
+    EXPECT(code == 2 && strstr(out, "--precision fp16: expected fp32, bf16 or tf32"), "eval exit %d:\n%s", code, out);
+    /* tf32 is a precision of the CUDA device only: the CPU refuses it, naming the device it needs */
+    code = run(out, sizeof(out), "./eval --ckpt nowhere.safetensors --precision tf32");
+    EXPECT(code == 1 && strstr(out, "--precision tf32: tf32") && strstr(out, "--device cuda"), "eval exit %d:\n%s",
+           code, out);
 }
 
 /* the start-up error of a CPU without AVX512_BF16 comes from cpu_bf16_problem (tested with made-up
@@ -348,6 +352,10 @@ TEST(bf16_set_precision_refuses_what_the_cpu_lacks) {
     EXPECT(ok ? vitc_precision() == PRECISION_BF16 : (why && strstr(why, "AVX512_BF16") && vitc_precision() == PRECISION_FP32),
            "why: %s", why ? why : "(null)");
     vitc_set_precision(PRECISION_FP32, NULL);
+    why = NULL;
+    EXPECT(!vitc_set_precision(PRECISION_TF32, &why) && why && strstr(why, "--device cuda") &&
+               vitc_precision() == PRECISION_FP32, "set tf32 on the CPU: %s", why ? why : "(null)");
     precision p;
-    EXPECT(precision_parse("bf16", &p) && p == PRECISION_BF16 && !precision_parse("fp16", &p), "parse");
+    EXPECT(precision_parse("bf16", &p) && p == PRECISION_BF16 && precision_parse("tf32", &p) && p == PRECISION_TF32 &&
+               !precision_parse("fp16", &p), "parse");
 }

@@ -17,7 +17,7 @@ static const char *config_path(void) { return tiny_run_config(); }
 TEST(cli_train_loss_falls_and_eval_reports) {
     setup();
     char out[16384];
-    int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=a --threads 2 --quiet",
+    int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=a --threads 2 --quiet --device cpu",
                    config_path(), work);
     EXPECT(code == 0, "train exited %d:\n%s", code, out);
     char losses[64][32];
@@ -140,7 +140,7 @@ TEST(cli_bad_inputs_name_the_problem) {
         {"--set model.agent_num=[5]", "model.agent_num[0]: 5 is not a perfect square", 1},
         {"--set data.train=/nonexistent/train", "/nonexistent/train", 1},
         {"--bogus", "unknown or incomplete argument '--bogus'", 2},
-        {"--device cuda", "--device cuda", 2},
+        {"--device tpu", "--device tpu: expected cpu, cuda or cuda:N", 2},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=bad %s --quiet",

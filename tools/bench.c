@@ -1,7 +1,8 @@
 /* bench: times one model's training step (forward + backward + AdamW) or inference at a batch size,
  * synthetic input, warm-up then the median of several runs; prints one JSON line with img/s and the
  * peak RSS. tools/bench.sh runs it next to the PyTorch reference in the same invocation.
- * --precision bf16 runs the GEMMs in bf16 (core/precision.h).
+ * --precision bf16 runs the GEMMs in bf16 (core/precision.h); --device cuda runs the step on the GPU
+ * (the batch uploaded each step, as train does).
  * bench --sgemm M,K,N times bare cblas_sgemm instead (gemm_bf16 under --precision bf16): the
  * yardstick of the FLOP-efficiency line; with --model too, a few such calls run before each timed
  * step, so that the yardstick and the model see the same machine (a shared one's load changes
@@ -25,6 +26,7 @@
 #include "core/threads.h"
 #include "cpu/gemm_bf16.h"
 #include "dist/dist.h"
+#include "ops/backend.h"
 #include "train/grad_sync.h"
 #include "train/optim.h"
 
@@ -91,7 +93,7 @@ static int bench_sgemm(const char *mkn, int iters, int threads) {
 
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
-    const char *name = NULL, *mode = "train", *sgemm = NULL, *precision_arg = "fp32";
+    const char *name = NULL, *mode = "train", *sgemm = NULL, *precision_arg = "fp32", *device_arg = "cpu";
     bool print_model = false;
     int batch = 16, iters = 5, img = 0, threads = 0;
     for (int i = 1; i < argc; i += 2) {
@@ -112,6 +114,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--sgemm")) sgemm = argv[i + 1];
         else if (!strcmp(argv[i], "--precision")) precision_arg = argv[i + 1];
+        else if (!strcmp(argv[i], "--device")) device_arg = argv[i + 1];
         else {
             fprintf(stderr, "error: unknown argument %s\n", argv[i]);
             return 2;
@@ -121,12 +124,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: --iters %d: expected at least 1\n", iters);
         return 2;
     }
-    int precision_status = precision_select_flag(precision_arg);
-    if (precision_status) return precision_status;
+    int status = backend_select_flag(device_arg); /* before the first tensor and the precision */
+    if (!status) status = precision_select_flag(precision_arg);
+    if (status) return status;
     if (sgemm && !name) return bench_sgemm(sgemm, iters, threads);
     if (!name || batch < 1 || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
         fprintf(stderr, "usage: bench --model NAME [--mode train|infer] [--batch N] [--iters K] [--img S] [--threads N]\n"
-                        "                    [--sgemm M,K,N]\n"
+                        "                    [--sgemm M,K,N] [--precision P] [--device cpu|cuda[:N]]\n"
                         "       bench --sgemm M,K,N [--iters K] [--threads N]\n");
         return 2;
     }
@@ -175,7 +179,8 @@ int main(int argc, char **argv) {
             if (it >= 0) ts[it * SGEMM_CALLS_PER_STEP + k] = s;
         }
         double t0 = now();
-        x = tensor_wrap(pixels, 4, (int[]){batch, mc.img_size, mc.img_size, mc.in_chans});
+        const float *images = backend_floats(pixels, (int64_t)batch * mc.img_size * mc.img_size * mc.in_chans);
+        x = tensor_wrap((float *)images, 4, (int[]){batch, mc.img_size, mc.img_size, mc.in_chans});
         forward_opts fo = {.train = train, .rng = &r};
         tensor *logits = model_forward(m, x, &fo);
         if (train) {
@@ -187,12 +192,16 @@ int main(int argc, char **argv) {
             if (sync) grad_sync_finish(sync);
             adamw_step(&opt, &m->ps, 1e-4);
         }
+        /* a device has queued the step, not run it: reading a weight back waits for it */
+        float weight;
+        params_read(&m->ps, &weight, m->ps.data, 1);
         tape_reset();
         arena_reset(&vitc_arena);
         if (it >= 0) t[it] = now() - t0;
         if (sync) { /* the allreduce of the whole block again, alone: what the overlap hid of it */
             double waited = grad_sync_wait_seconds(sync);
-            memcpy(alone, m->ps.grad, sizeof(float) * (size_t)m->ps.numel);
+            const float *grad = params_read(&m->ps, alone, m->ps.grad, m->ps.numel);
+            if (grad != alone) memcpy(alone, grad, sizeof(float) * (size_t)m->ps.numel);
             dist_barrier();
             double c0 = now();
             dist_reducer *whole = dist_reducer_create(alone, m->ps.numel, grad_sync_bucket_bytes(&m->ps));

@@ -16,18 +16,20 @@
 #include "core/threads.h"
 #include "data/data.h"
 #include "dist/dist.h"
+#include "ops/backend.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: eval --ckpt CKPT [--data DIR] [--ema] [--batch N] [--threads N] [--precision P]\n"
+            "usage: eval --ckpt CKPT [--data DIR] [--ema] [--batch N] [--threads N] [--precision P] [--device D]\n"
             "       eval --ckpt CKPT --image FILE [--attn-map OUT.png [--attn-block N] [--attn-query X,Y]]\n"
             "  --ckpt CKPT   a vitc checkpoint (train's last/best.safetensors or tools/convert_pth.py output)\n"
             "  --data DIR    folder of class folders (default: the run's data.val)\n"
             "  --ema         evaluate the EMA weights stored in the checkpoint\n"
             "  --batch N     images per forward pass (default 64)\n"
             "  --precision P fp32 (default) or bf16 GEMMs (bf16 operands, fp32 sums; needs AVX512_BF16)\n"
+            "  --device D    cpu (default), cuda or cuda:N (a build with make CUDA=1 and a GPU)\n"
             "  --image FILE  print the top-5 classes of one image with their probabilities\n"
             "  --attn-map OUT.png  also write the attention one query token of the image pays to every\n"
             "                key (softmax, agent, flatten, elfatt: the equivalent attention row), over the image\n"
@@ -93,26 +95,31 @@ static int predict_image(model *m, config *c, const st_file *f, const char *imag
     }
     tape_set_grad_enabled(false);
     forward_opts fo = {.train = false};
-    tensor *x = tensor_wrap(pixels, 4, (int[]){1, mc->img_size, mc->img_size, mc->in_chans});
+    int S = mc->img_size, K = mc->num_classes;
+    tensor *x = tensor_wrap((float *)backend_floats(pixels, (int64_t)S * S * mc->in_chans), 4,
+                            (int[]){1, S, S, mc->in_chans});
     attn_probe_set(probe);
-    tensor *probs = op_softmax(model_forward(m, x, &fo), NULL);
+    tensor *out = op_softmax(model_forward(m, x, &fo), NULL);
     attn_probe_set(NULL);
+    float *host = xmalloc(sizeof(float) * (size_t)K);
+    const float *probs = backend_read(host, out->data, K);
     cJSON *classes = st_meta(f, "classes") ? cJSON_Parse(st_meta(f, "classes")) : NULL;
-    int K = mc->num_classes, shown[5];
+    int shown[5];
     printf("%s:\n", image);
     for (int r = 0; r < 5 && r < K; r++) {
         int best = -1;
         for (int k = 0; k < K; k++) {
             bool used = false;
             for (int j = 0; j < r; j++) used |= shown[j] == k;
-            if (!used && (best < 0 || probs->data[k] > probs->data[best])) best = k;
+            if (!used && (best < 0 || probs[k] > probs[best])) best = k;
         }
         shown[r] = best;
         const cJSON *name = cJSON_GetArrayItem(classes, best);
-        printf("  %6.2f%%  %s (class %d)\n", 100.0 * probs->data[best],
+        printf("  %6.2f%%  %s (class %d)\n", 100.0 * probs[best],
                cJSON_IsString(name) ? name->valuestring : "?", best);
     }
     cJSON_Delete(classes);
+    free(host);
     int code = 0;
     if (probe) {
         if (!write_attn_map(map_path, pixels, mc, &ac, probe)) {
@@ -135,7 +142,7 @@ static int predict_image(model *m, config *c, const st_file *f, const char *imag
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     const char *ckpt = NULL, *data = NULL, *image = NULL, *map_path = NULL, *query = NULL,
-               *precision_arg = "fp32";
+               *precision_arg = "fp32", *device_arg = "cpu";
     int map_block = -1;
     bool use_ema = false;
     int batch_size = 64, threads = 0;
@@ -151,6 +158,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--attn-map") && has_value) map_path = argv[++i];
         else if (!strcmp(a, "--attn-query") && has_value) query = argv[++i];
         else if (!strcmp(a, "--precision") && has_value) precision_arg = argv[++i];
+        else if (!strcmp(a, "--device") && has_value) device_arg = argv[++i];
         else if (!strcmp(a, "--attn-block") && has_value) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
@@ -196,8 +204,9 @@ int main(int argc, char **argv) {
         }
     }
     vitc_set_threads(threads ? threads : dist_default_threads());
-    int precision_status = precision_select_flag(precision_arg);
-    if (precision_status) return precision_status;
+    int status = backend_select_flag(device_arg); /* before the first tensor and the precision */
+    if (!status) status = precision_select_flag(precision_arg);
+    if (status) return status;
     char err[8192];
     st_file f;
     config c;

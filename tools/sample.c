@@ -15,6 +15,7 @@
 #include "core/threads.h"
 #include "data/data.h"
 #include "dist/dist.h"
+#include "ops/backend.h"
 #include "train/checkpoint.h"
 #include "train/judge.h"
 #include "train/mediator_schedule.h"
@@ -23,7 +24,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: sample --ckpt CKPT --out GRID.png [--class K] [--n N] [--steps S] [--sampler sde|ode|heun]\n"
-            "              [--cfg G] [--seed S] [--ema] [--threads N] [--jsd OUT.csv [--jsd-pairs P]]\n"
+            "              [--cfg G] [--seed S] [--ema] [--threads N] [--device D] [--jsd OUT.csv [--jsd-pairs P]]\n"
             "              [--judge CLF [--judge-real DIR]]\n"
             "       sample --ckpts A,B[,C] --switch-ratios R1[,R2] [--switch-calibrate K] [--switch-distance mae|mse]\n"
             "              --out GRID.png [the options above]\n"
@@ -49,7 +50,8 @@ static void usage(FILE *f) {
             "                 ode: Euler on linspace(0, 1, S); heun: Heun's 2nd order on the same grid\n"
             "  --cfg G        classifier-free guidance scale (default 1: none)\n"
             "  --seed S       noise seed (default 0); image i of class K draws from its own stream\n"
-            "  --ema          sample with the EMA weights (what the official code samples with)\n");
+            "  --ema          sample with the EMA weights (what the official code samples with)\n"
+            "  --device D     cpu (default), cuda or cuda:N (a build with make CUDA=1 and a GPU)\n");
 }
 
 static bool parse_int(const char *flag, const char *s, int lo, int *out) {
@@ -239,7 +241,7 @@ out:
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     const char *ckpt = NULL, *ckpts = NULL, *out = NULL, *sampler = "sde", *ratios_arg = NULL, *distance = "mae",
-               *jsd_path = NULL, *judge_path = NULL, *judge_real = NULL;
+               *jsd_path = NULL, *judge_path = NULL, *judge_real = NULL, *device_arg = "cpu";
     int cls = -1, n = 8, steps = 250, seed = 0, threads = 0, calibrate = 3, jsd_pairs = 256;
     double cfg = 1.0;
     bool use_ema = false;
@@ -256,6 +258,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--jsd") && has_value) jsd_path = argv[++i];
         else if (!strcmp(a, "--judge") && has_value) judge_path = argv[++i];
         else if (!strcmp(a, "--judge-real") && has_value) judge_real = argv[++i];
+        else if (!strcmp(a, "--device") && has_value) device_arg = argv[++i];
         else if (!strcmp(a, "--jsd-pairs") && has_value) {
             if (!parse_int(a, argv[++i], 1, &jsd_pairs)) return 2;
         }
@@ -315,6 +318,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     vitc_set_threads(threads ? threads : dist_default_threads());
+    int status = backend_select_flag(device_arg); /* before the first tensor */
+    if (status) return status;
     char err[8192];
     st_file f[SCHEDULE_MAX_NETS];
     config c;

@@ -10,13 +10,14 @@
 #include "core/check.h"
 #include "core/threads.h"
 #include "dist/dist.h"
+#include "ops/backend.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: train --config FILE [--set key=value]... [--resume CKPT] [--threads N]\n"
-            "             [--precision fp32|bf16] [--out DIR] [--quiet] [--summary] [--device cpu]\n"
+            "             [--precision fp32|bf16] [--out DIR] [--quiet] [--summary] [--device cpu|cuda[:N]]\n"
             "  --config FILE   JSON config; a bare name is also looked up in configs/ (e.g. agent_swin_t)\n"
             "  --set k=v       override one key, e.g. --set train.lr=1e-3 --set model.attn=agent\n"
             "  --resume CKPT   continue a run from its checkpoint exactly\n"
@@ -26,7 +27,8 @@ static void usage(FILE *f) {
             "  --out DIR       run directories go to DIR/<run.name> (default checkpoints/)\n"
             "  --quiet         no progress bar\n"
             "  --summary       print the module tree, parameters, MACs and activation memory, then exit\n"
-            "  --device cpu    the only device of this build\n");
+            "  --device D      cpu (default), cuda or cuda:N: where the model trains (cuda needs a build with\n"
+            "                  make CUDA=1 and a GPU); recorded as train.device, so a resumed run keeps it\n");
 }
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -98,7 +100,7 @@ int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     const char *files[16], *sets[256];
     int n_files = 0, n_sets = 0, threads = 0;
-    char paths[16][512], out_set[1100], precision_set[64];
+    char paths[16][512], out_set[1100], precision_set[64], device_set[64];
     train_options o = {0};
     bool summary = false;
     for (int i = 1; i < argc; i++) {
@@ -132,12 +134,12 @@ int main(int argc, char **argv) {
             summary = true;
         } else if (!strcmp(a, "--quiet")) {
             o.quiet = true;
-        } else if (!strcmp(a, "--device") && has_value) {
-            if (strcmp(argv[++i], "cpu") != 0) {
-                fprintf(stderr, "error: --device %s: this build has only the cpu device "
-                        "(the CUDA backend is not built)\n", argv[i]);
-                return 2;
-            }
+        } else if (!strcmp(a, "--device") && has_value && n_sets < 255) {
+            /* refused at once when this build or machine cannot run it; recorded as train.device */
+            int status = backend_select_flag(argv[++i]);
+            if (status) return status;
+            snprintf(device_set, sizeof(device_set), "train.device=\"%.40s\"", argv[i]);
+            sets[n_sets++] = device_set;
         } else {
             fprintf(stderr, "error: unknown or incomplete argument '%s'\n", a);
             usage(stderr);

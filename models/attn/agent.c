@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../src/core/check.h"
+#include "../../src/core/memory.h"
 #include "../../src/core/tape.h"
 #include "../../src/nn/layers.h"
 #include "attn.h"
@@ -16,7 +17,8 @@
 /* The position biases are a function of parameters only, rebuilt by every call (interpolation,
  * sums, a transpose: 5% of an inference at batch 1). Without gradients they are kept, with a copy of
  * the parameters they came from, and rebuilt when those differ (a training step, EMA or loaded
- * weights). */
+ * weights). On a device they are rebuilt every call: comparing would copy the parameters to the host
+ * and wait for the device in every block. */
 typedef struct bias_cache {
     float *params; /* the bias parameters' values, one after another */
     float *b1, *b2;
@@ -123,9 +125,10 @@ static void cache_store(agent_attn *a, const tensor *b1, const tensor *b2) {
     memcpy(c->shape1, b1->shape, sizeof(c->shape1)), memcpy(c->shape2, b2->shape, sizeof(c->shape2));
 }
 
-/* agent_biases from the cache without gradients, rebuilding it when the parameters changed */
+/* agent_biases from the cache without gradients on the host, rebuilding it when the parameters
+ * changed */
 static void biases(agent_attn *a, tensor **b1, tensor **b2) {
-    if (tape_grad_enabled()) {
+    if (tape_grad_enabled() || vitc_device() != DEV_CPU) {
         agent_biases(a, b1, b2);
         return;
     }

@@ -1,9 +1,9 @@
 #include "attn_map.h"
 
-#include <string.h>
-
 #include "../../src/core/check.h"
+#include "../../src/core/memory.h"
 #include "../../src/core/tape.h"
+#include "../../src/ops/backend.h"
 
 static attn_probe *active;
 
@@ -46,20 +46,22 @@ void attn_probe_record(attn *a, tensor *q, tensor *k, tensor *v) {
     /* d(mean over channels of out[seq, token]) / dV, with the local convs switched off */
     bool grad_was = tape_set_grad_enabled(true);
     tensor *vl = tensor_new(v->ndim, v->shape);
-    memcpy(vl->data, v->data, sizeof(float) * (size_t)v->numel);
+    vitc_memory()->copy(vl->data, v->data, sizeof(float) * (size_t)v->numel);
     vl->requires_grad = true;
     attn_spec keep = a->spec;
     a->spec.dwc = false;
     tensor *out = a->impl->forward(a, q, k, vl);
     a->spec = keep;
     int n = out->shape[1], C = out->shape[2], m = v->shape[1], Cv = v->shape[2];
-    tensor *seed = tensor_zeros(out->ndim, out->shape);
-    for (int c = 0; c < C; c++) seed->data[((size_t)seq * n + token) * C + c] = 1.0f / (float)C;
-    tape_backward_from(out, seed->data);
+    float *seed = xcalloc((size_t)out->numel, sizeof(float)); /* on the host: the backward uploads it */
+    for (int c = 0; c < C; c++) seed[((size_t)seq * n + token) * C + c] = 1.0f / (float)C;
+    tape_backward_from(out, seed);
+    free(seed);
     tape_reset();
     tape_set_grad_enabled(grad_was);
 
-    const float *g = tensor_grad(vl);
+    float *g_host = xmalloc(sizeof(float) * (size_t)vl->numel);
+    const float *g = backend_read(g_host, tensor_grad(vl), vl->numel);
     float *add = xcalloc((size_t)kh * kw, sizeof(float)), cls_add = 0;
     for (int b = 0; b < n_seq; b++)
         for (int j = 0; j < m; j++) {
@@ -78,4 +80,5 @@ void attn_probe_record(attn *a, tensor *q, tensor *k, tensor *v) {
     for (int i = 0; i < kh * kw; i++) p->row[i] += (add[i] - p->row[i]) / (float)p->hits;
     p->cls_weight += (cls_add - p->cls_weight) / (float)p->hits;
     free(add);
+    free(g_host);
 }

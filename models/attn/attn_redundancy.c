@@ -5,6 +5,7 @@
 
 #include "../../src/core/check.h"
 #include "../../src/core/rng.h"
+#include "../../src/ops/backend.h"
 
 static attn_redundancy *active;
 
@@ -58,14 +59,19 @@ void attn_redundancy_record(attn *a, tensor *q, tensor *k) {
     float scale = 1.0f / sqrtf((float)d); /* softmax.c's */
     int *pairs = xmalloc(sizeof(int) * 2 * (size_t)r->max_pairs);
     float *A = xmalloc(sizeof(float) * (size_t)n * m);
+    /* the sequences read, on the host */
+    float *q_host = xmalloc(sizeof(float) * (size_t)seqs * n * C);
+    float *k_host = xmalloc(sizeof(float) * (size_t)seqs * m * C);
+    const float *qd = backend_read(q_host, q->data, (int64_t)seqs * n * C);
+    const float *kd = backend_read(k_host, k->data, (int64_t)seqs * m * C);
     for (int h = 0; h < s->heads; h++) {
         int n_pairs = query_pairs(pairs, n, r->max_pairs, s->block, h);
         for (int b = 0; b < seqs; b++) {
             for (int i = 0; i < n; i++) {
-                const float *qi = q->data + ((size_t)b * n + i) * C + h * d;
+                const float *qi = qd + ((size_t)b * n + i) * C + h * d;
                 float *row = A + (size_t)i * m, mx = -INFINITY;
                 for (int j = 0; j < m; j++) {
-                    const float *kj = k->data + ((size_t)b * m + j) * C + h * d;
+                    const float *kj = kd + ((size_t)b * m + j) * C + h * d;
                     float dot = 0;
                     for (int e = 0; e < d; e++) dot += qi[e] * kj[e];
                     row[j] = scale * dot;
@@ -81,4 +87,5 @@ void attn_redundancy_record(attn *a, tensor *q, tensor *k) {
     }
     free(A);
     free(pairs);
+    free(q_host), free(k_host);
 }

@@ -3,8 +3,12 @@
 #include <string.h>
 
 #include "check.h"
+#include "memory.h"
 
-void params_init(param_store *ps) { memset(ps, 0, sizeof(*ps)); }
+void params_init(param_store *ps) {
+    memset(ps, 0, sizeof(*ps));
+    ps->mem = &host_memory;
+}
 
 void params_free(param_store *ps) {
     for (int i = 0; i < ps->n; i++) {
@@ -13,8 +17,7 @@ void params_free(param_store *ps) {
     }
     free(ps->params);
     free(ps->inits);
-    free(ps->data);
-    free(ps->grad);
+    if (ps->mem) ps->mem->free(ps->data), ps->mem->free(ps->grad);
     memset(ps, 0, sizeof(*ps));
 }
 
@@ -43,19 +46,50 @@ tensor *params_add(param_store *ps, const char *name, int ndim, const int *shape
     return t;
 }
 
-void params_finalize(param_store *ps) {
-    CHECK(!ps->data, "param store finalized twice");
-    ps->data = xcalloc((size_t)ps->numel, sizeof(float));
-    ps->grad = xcalloc((size_t)ps->numel, sizeof(float));
+/* points every parameter into the blocks, in declaration order */
+static void rebase(param_store *ps) {
     int64_t off = 0;
     for (int i = 0; i < ps->n; i++) {
         ps->params[i]->data = ps->data + off;
         ps->params[i]->grad = ps->grad + off;
+        ps->params[i]->dev = ps->mem->dev;
         off += ps->params[i]->numel;
     }
 }
 
-void params_zero_grad(param_store *ps) { memset(ps->grad, 0, (size_t)ps->numel * sizeof(float)); }
+void params_finalize(param_store *ps) {
+    CHECK(!ps->data, "param store finalized twice");
+    ps->data = xcalloc((size_t)ps->numel, sizeof(float));
+    ps->grad = xcalloc((size_t)ps->numel, sizeof(float));
+    rebase(ps);
+}
+
+void params_zero_grad(param_store *ps) { ps->mem->zero(ps->grad, (size_t)ps->numel * sizeof(float)); }
+
+void params_to_device(param_store *ps) {
+    const memory_ops *to = vitc_memory();
+    CHECK(ps->data, "params_to_device before params_finalize");
+    if (to == ps->mem) return;
+    CHECK(ps->mem == &host_memory, "parameters on %s cannot move to %s", ps->mem->name, to->name);
+    size_t bytes = sizeof(float) * (size_t)ps->numel;
+    float *data = to->alloc(bytes), *grad = to->alloc(bytes);
+    to->from_host(data, ps->data, bytes);
+    to->zero(grad, bytes);
+    free(ps->data);
+    free(ps->grad);
+    ps->data = data, ps->grad = grad, ps->mem = to;
+    rebase(ps);
+}
+
+const float *params_read(const param_store *ps, float *host, const float *src, int64_t n) {
+    if (ps->mem == &host_memory) return src;
+    ps->mem->to_host(host, src, sizeof(float) * (size_t)n);
+    return host;
+}
+
+void params_write(const param_store *ps, float *dst, const float *host, int64_t n) {
+    if (dst != host) ps->mem->from_host(dst, host, sizeof(float) * (size_t)n);
+}
 
 tensor *params_find(const param_store *ps, const char *name) {
     for (int i = 0; i < ps->n; i++)
@@ -74,6 +108,7 @@ void params_set_init(param_store *ps, const tensor *t, init_kind kind, float a) 
 
 void params_init_values(param_store *ps, rng *r) {
     CHECK(ps->data, "params_init_values before params_finalize");
+    CHECK(ps->mem == &host_memory, "params_init_values: the parameters are on %s already", ps->mem->name);
     for (int i = 0; i < ps->n; i++) {
         tensor *t = ps->params[i];
         param_init in = ps->inits[i];

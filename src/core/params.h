@@ -1,6 +1,7 @@
 /* Parameter registry: every parameter of a model, by its official PyTorch state_dict name, in one
  * flat data block and one flat gradient block (so the optimizer and EMA are flat loops and a
- * checkpoint is a few writes). Declare all parameters, then params_finalize allocates the blocks. */
+ * checkpoint is a few writes). Declare all parameters, then params_finalize allocates the blocks on
+ * the host, where they are initialised; params_to_device moves them once to the selected device. */
 #pragma once
 #include <stddef.h>
 
@@ -20,6 +21,7 @@ typedef struct param_init {
     float a;
 } param_init;
 
+struct memory_ops;
 typedef struct param_store {
     tensor **params; /* in declaration (= state_dict) order */
     param_init *inits;
@@ -27,6 +29,7 @@ typedef struct param_store {
     int64_t numel;   /* total floats */
     float *data;     /* flat blocks, NULL until finalized */
     float *grad;
+    const struct memory_ops *mem; /* where data and grad live (core/memory.h): host_memory until moved */
 } param_store;
 
 void params_init(param_store *ps);
@@ -41,4 +44,14 @@ void params_finalize(param_store *ps);
 /* Fills every parameter by its init scheme, in declaration order, from one rng stream. */
 void params_init_values(param_store *ps, rng *r);
 void params_zero_grad(param_store *ps);
+/* Moves the blocks to the memory of the selected device (vitc_memory()), once, after the values are
+ * set on the host: every parameter's data, grad and dev follow; gradients start at zero. Nothing to
+ * do when that memory is the host's. */
+void params_to_device(param_store *ps);
+/* n floats at src, in the store's memory (its blocks, or an optimizer or EMA block allocated beside
+ * them), as the host sees them: copied into host, or src itself when that memory is the host's
+ * (host untouched). For checkpoints and the other readers of values on the host. */
+const float *params_read(const param_store *ps, float *host, const float *src, int64_t n);
+/* n host floats into dst in the store's memory (the inverse of params_read). */
+void params_write(const param_store *ps, float *dst, const float *host, int64_t n);
 tensor *params_find(const param_store *ps, const char *name);

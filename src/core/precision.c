@@ -4,14 +4,19 @@
 #include <string.h>
 
 #include "cpu_features.h"
+#include "memory.h"
 
-const char *const precision_names[] = {"fp32", "bf16", NULL};
+const char *const precision_names[] = {"fp32", "bf16", "tf32", NULL};
 
 static precision current = PRECISION_FP32;
 
 bool vitc_set_precision(precision p, const char **why) {
-    if (p == PRECISION_BF16 && cpu_bf16_error()) {
-        if (why) *why = cpu_bf16_error();
+    const char *no = NULL;
+    if (vitc_device() == DEV_CPU && p == PRECISION_BF16) no = cpu_bf16_error();
+    if (vitc_device() == DEV_CPU && p == PRECISION_TF32)
+        no = "tf32 is a format of NVIDIA's tensor cores: it needs --device cuda (on the CPU: fp32 or bf16)";
+    if (no) {
+        if (why) *why = no;
         return false;
     }
     current = p;
@@ -35,7 +40,7 @@ int precision_select_flag(const char *name) {
     precision p;
     const char *why;
     if (!precision_parse(name, &p)) {
-        fprintf(stderr, "error: --precision %s: expected fp32 or bf16\n", name);
+        fprintf(stderr, "error: --precision %s: expected fp32, bf16 or tf32\n", name);
         return 2;
     }
     if (!vitc_set_precision(p, &why)) {

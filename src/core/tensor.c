@@ -62,6 +62,7 @@ tensor *tensor_wrap(float *data, int ndim, const int *shape) {
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
     t->numel = shape_numel(ndim, shape);
     t->data = data;
+    t->dev = vitc_device();
     return t;
 }
 

@@ -31,7 +31,8 @@ tensor *tensor_view(const tensor *x, int ndim, const int *shape);
 #define TENSOR(...)                                                                                \
     tensor_new((int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
 
-/* New arena tensor struct over caller-owned data (e.g. the loader's batch buffer). */
+/* New arena tensor struct over caller-owned data in the memory of tensor data (memory.h): the
+ * loader's batch buffer on the CPU, its copy on a device. */
 tensor *tensor_wrap(float *data, int ndim, const int *shape);
 
 /* With grad mode off, frees every activation allocated since the mark except x, which is returned

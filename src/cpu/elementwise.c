@@ -162,6 +162,24 @@ void broadcast_reduce(float *g_in, const float *g_out, const int *in5, const int
     }
 }
 
+void expand_forward(float *out, const float *x, const int *in5, const int *out5) {
+    int64_t stride[5], acc = 1, total = 1;
+    for (int d = 4; d >= 0; d--) {
+        stride[d] = in5[d] == 1 ? 0 : acc;
+        acc *= in5[d];
+        total *= out5[d];
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < total; i++) {
+        int64_t rem = i, off = 0;
+        for (int d = 4; d >= 0; d--) {
+            off += (rem % out5[d]) * stride[d];
+            rem /= out5[d];
+        }
+        out[i] = x[off];
+    }
+}
+
 void binary_backward(binary_op op, float *ga, float *gb, const float *gout, const float *a,
                      const float *b, const float *out, const broadcast *bc) {
     int64_t n = bc->n;
@@ -276,6 +294,21 @@ void accumulate(float *dst, const float *src, int64_t n) {
 void copy_floats(float *dst, const float *src, int64_t n) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+void scale_forward(float *out, const float *x, float s, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = s * x[i];
+}
+
+void scale_backward(float *dx, const float *dout, float s, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dx[i] += s * dout[i];
+}
+
+void add_scalar_forward(float *out, const float *x, float s, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] + s;
 }
 
 void relu_forward(float *out, const float *x, int64_t n) {

@@ -28,6 +28,15 @@ void binary_backward(binary_op op, float *ga, float *gb, const float *gout, cons
 
 /* g_in (shape in, padded to 5 dims) += sum of g_out over the dims where in has size 1 */
 void broadcast_reduce(float *g_in, const float *g_out, const int *in5, const int *out5);
+/* out (shape out5) = x (shape in5) repeated along the dims where in has size 1: op_expand, whose
+ * backward is broadcast_reduce */
+void expand_forward(float *out, const float *x, const int *in5, const int *out5);
+
+/* out = s x; dx += s dout (op_scale) */
+void scale_forward(float *out, const float *x, float s, int64_t n);
+void scale_backward(float *dx, const float *dout, float s, int64_t n);
+/* out = x + s (op_add_scalar, whose backward passes the gradient through) */
+void add_scalar_forward(float *out, const float *x, float s, int64_t n);
 
 /* dst += src: the backward of every op that passes its gradient through unchanged */
 void accumulate(float *dst, const float *src, int64_t n);

@@ -31,6 +31,12 @@ void focus_forward(float *y, const float *x, const float *t, float p, int64_t ro
     }
 }
 
+/* a row of partial dt sums per thread */
+size_t focus_scratch_floats(int64_t rows, int C) {
+    (void)rows;
+    return (size_t)vitc_threads() * C;
+}
+
 void focus_backward(float *dx, float *dt, const float *dy, const float *x, const float *t, float p,
                     int64_t rows, int C, float *partial) {
     int threads = vitc_threads();

@@ -8,8 +8,10 @@
 
 /* y = f_p(u) = |u| / |u^p| u^p per row of C channels, u = (relu(x) + 1e-6) / t; t (C) > 0 */
 void focus_forward(float *y, const float *x, const float *t, float p, int64_t rows, int C);
+/* floats of scratch focus_backward needs for rows of C channels */
+size_t focus_scratch_floats(int64_t rows, int C);
 /* dx (rows, C) += dL/dx; dt (C) += dL/dt summed over rows (either may be NULL); partial: scratch of
- * vitc_threads() * C floats */
+ * focus_scratch_floats(rows, C) floats */
 void focus_backward(float *dx, float *dt, const float *dy, const float *x, const float *t, float p,
                     int64_t rows, int C, float *partial);
 

@@ -39,3 +39,22 @@ void mlp_residual_forward(float *out, float *h, float *mean, float *rstd, const 
         }
     }
 }
+
+void scale_groups(float *dst, const float *x, const float *scale, int64_t groups, int64_t per,
+                  bool accumulate) {
+    if (per == 1 && accumulate) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < groups; i++) dst[i] += x[i] * scale[i];
+    } else if (per == 1) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < groups; i++) dst[i] = x[i] * scale[i];
+    } else if (accumulate) {
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t g = 0; g < groups; g++)
+            for (int64_t j = 0; j < per; j++) dst[g * per + j] += x[g * per + j] * scale[g];
+    } else {
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t g = 0; g < groups; g++)
+            for (int64_t j = 0; j < per; j++) dst[g * per + j] = x[g * per + j] * scale[g];
+    }
+}

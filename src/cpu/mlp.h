@@ -2,8 +2,10 @@
  * row chunks that each thread takes whole: the chunk's normalised rows, hidden rows and GELU stay in
  * its cache between the two single-threaded GEMMs. Where the channels are few (64, 96, 128: the
  * first stages of the pyramid models, thousands of tokens), the two-op form streams the hidden
- * tensor through memory three times and spends more time there than in its GEMMs. */
+ * tensor through memory three times and spends more time there than in its GEMMs. Also the
+ * scaling of groups of values by a factor each: dropout's mask, drop path's per-sample factors. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,7 +15,8 @@ typedef struct mlp_dims {
     int rows_per_sample; /* keep[s] scales the rows of sample s */
 } mlp_dims;
 
-/* rows per chunk, and the floats of scratch mlp_residual_forward needs */
+/* rows per chunk, and the floats of scratch mlp_residual_forward needs (a kernel-table entry: a
+ * device's version needs another amount) */
 int mlp_chunk_rows(const mlp_dims *d);
 size_t mlp_scratch_floats(const mlp_dims *d);
 /* out (M, C); mean, rstd (M) the layernorm's row statistics; h (M, hidden) receives fc1's output
@@ -22,3 +25,8 @@ void mlp_residual_forward(float *out, float *h, float *mean, float *rstd, const 
                           const float *ln_w, const float *ln_b, float eps, const float *w1,
                           const float *b1, const float *w2, const float *b2, const float *keep,
                           const mlp_dims *d, float *scratch);
+
+/* dst[g, j] = x[g, j] · scale[g] (accumulate: +=) for `groups` groups of `per` values: per 1 is an
+ * elementwise product (a dropout mask), per the values of a sample its drop-path factor */
+void scale_groups(float *dst, const float *x, const float *scale, int64_t groups, int64_t per,
+                  bool accumulate);

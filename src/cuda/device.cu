@@ -3,6 +3,8 @@
 #include "device.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "../core/memory.h"
@@ -103,6 +105,61 @@ extern "C" void cuda_copy_floats(float *dst, const float *src, size_t n) {
 }
 
 extern "C" void cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+struct stager_slot {
+    float *host, *dev;    /* pinned host buffer, device buffer */
+    cudaEvent_t copied;   /* its last copy to the device is done: the pinned buffer is free */
+    cudaEvent_t released; /* the work that was queued while the device buffer served is done */
+};
+struct cuda_stager {
+    size_t cap;
+    cudaStream_t copy; /* non-blocking: the legacy default stream of the kernels does not wait for it */
+    int next;          /* the slot of the next call */
+    stager_slot slot[2];
+};
+
+extern "C" cuda_stager *cuda_stager_create(size_t n) {
+    cuda_stager *s = (cuda_stager *)xcalloc(1, sizeof(cuda_stager));
+    s->cap = n;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s->copy, cudaStreamNonBlocking));
+    for (stager_slot &b : s->slot) {
+        CUDA_CHECK(cudaMallocHost((void **)&b.host, n * sizeof(float)));
+        b.dev = cuda_alloc_floats(n);
+        CUDA_CHECK(cudaEventCreateWithFlags(&b.copied, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&b.released, cudaEventDisableTiming));
+    }
+    return s;
+}
+
+extern "C" const float *cuda_stage(cuda_stager *s, const float *host, size_t n) {
+    CHECK(n <= s->cap, "cuda_stage: %zu floats for buffers of %zu", n, s->cap);
+    stager_slot *prev = &s->slot[s->next ^ 1], *b = &s->slot[s->next];
+    s->next ^= 1;
+    /* the previous slot's device buffer served the work queued until now */
+    CUDA_CHECK(cudaEventRecord(prev->released, 0));
+    CUDA_CHECK(cudaEventSynchronize(b->copied));
+    memcpy(b->host, host, n * sizeof(float));
+    /* this slot's device buffer is overwritten once the work that read it (before the previous
+     * call) is done; an event never recorded is complete */
+    CUDA_CHECK(cudaStreamWaitEvent(s->copy, b->released, 0));
+    CUDA_CHECK(cudaMemcpyAsync(b->dev, b->host, n * sizeof(float), cudaMemcpyHostToDevice, s->copy));
+    CUDA_CHECK(cudaEventRecord(b->copied, s->copy));
+    CUDA_CHECK(cudaStreamWaitEvent(0, b->copied, 0));
+    return b->dev;
+}
+
+extern "C" void cuda_stager_free(cuda_stager *s) {
+    if (!s) return;
+    CUDA_CHECK(cudaStreamSynchronize(s->copy));
+    for (stager_slot &b : s->slot) {
+        CUDA_CHECK(cudaFreeHost(b.host));
+        cuda_free(b.dev);
+        CUDA_CHECK(cudaEventDestroy(b.copied));
+        CUDA_CHECK(cudaEventDestroy(b.released));
+    }
+    CUDA_CHECK(cudaStreamDestroy(s->copy));
+    free(s);
+}
 
 static void *memory_alloc(size_t bytes) {
     void *p = NULL;

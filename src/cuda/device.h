@@ -30,6 +30,17 @@ void cuda_copy_floats(float *dst, const float *src, size_t n);
 /* Waits for every queued kernel; a fault inside one is reported here. */
 void cuda_sync(void);
 
+/* Host data of every step (a loader's batch) on its way to the device while the work queued before
+ * runs: two pinned host buffers and two device buffers, used in turn, and a copy stream of its own.
+ * cuda_stage copies host into the next pinned buffer, starts its copy to the device on the copy
+ * stream and makes the kernels queued after it wait for that copy; the device buffer it returns
+ * serves the work queued until the next cuda_stage, whose copy (into the other buffer) waits only
+ * for the work queued before it, so the next batch moves while the current one is computed. */
+typedef struct cuda_stager cuda_stager;
+cuda_stager *cuda_stager_create(size_t n); /* for up to n floats a call */
+const float *cuda_stage(cuda_stager *s, const float *host, size_t n);
+void cuda_stager_free(cuda_stager *s); /* NULL is fine */
+
 /* The selected device's memory as core sees tensor memory (core/memory.h). */
 struct memory_ops;
 extern const struct memory_ops cuda_memory;

@@ -1,6 +1,6 @@
 /* Cross entropy with soft targets: one block per sample computes the log-sum-exp in double, as the
  * CPU; the mean over samples is one thread summing the rows in order (deterministic, no atomics).
- */
+ * The mean squared error is one block's fixed-order sum in double. */
 #include <math.h>
 
 #include "common.cuh"
@@ -59,5 +59,57 @@ extern "C" void cuda_cross_entropy_backward(float *dlogits, const float *dloss, 
     if (B == 0) return;
     cross_entropy_backward_kernel<<<row_blocks(B), ROW_THREADS>>>(dlogits, dloss, probs, target, B,
                                                                   K);
+    CUDA_LAUNCHED();
+}
+
+static __global__ void label_targets_kernel(float *target, const int *labels, float on, float off,
+                                            int K, int64_t n) {
+    GRID_STRIDE_LOOP(i, n)
+    target[i] = i % K == labels[i / K] ? on : off;
+}
+
+extern "C" void cuda_label_targets(float *target, const int *labels, float on, float off, int B, int K) {
+    const int64_t n = (int64_t)B * K;
+    if (n == 0) return;
+    label_targets_kernel<<<flat_blocks(n), FLAT_THREADS>>>(target, labels, on, off, K, n);
+    CUDA_LAUNCHED();
+}
+
+/* The threads of the one block of the mse: the whole sum in one block keeps its order fixed with no
+ * second pass and no scratch for partial sums */
+#define MSE_THREADS 1024
+
+static __global__ void mse_forward_kernel(float *loss, const float *pred, const float *target,
+                                          int64_t n) {
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        double d = (double)pred[i] - target[i];
+        s += d * d;
+    }
+    s = block_sum(s);
+    if (threadIdx.x == 0) loss[0] = (float)(s / (double)n);
+}
+
+extern "C" void cuda_mse_forward(float *loss, const float *pred, const float *target, int64_t n) {
+    CHECK(n > 0, "cuda_mse_forward: %lld elements", (long long)n);
+    mse_forward_kernel<<<1, MSE_THREADS>>>(loss, pred, target, n);
+    CUDA_LAUNCHED();
+}
+
+/* d/dp mean (p - t)^2 = 2 (p - t) / n, and the negative for t */
+static __global__ void mse_backward_kernel(float *dpred, float *dtarget, const float *dloss,
+                                           const float *pred, const float *target, int64_t n) {
+    const float g = 2.0f * dloss[0] / (float)n;
+    GRID_STRIDE_LOOP(i, n) {
+        float d = g * (pred[i] - target[i]);
+        if (dpred) dpred[i] += d;
+        if (dtarget) dtarget[i] -= d;
+    }
+}
+
+extern "C" void cuda_mse_backward(float *dpred, float *dtarget, const float *dloss, const float *pred,
+                                  const float *target, int64_t n) {
+    if (n == 0 || (!dpred && !dtarget)) return;
+    mse_backward_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dpred, dtarget, dloss, pred, target, n);
     CUDA_LAUNCHED();
 }

@@ -1,6 +1,8 @@
-/* CUDA version of the cross entropy with soft targets of src/ops/loss.c (op_cross_entropy and its
- * backward, which have no separate CPU kernel) on device pointers, with the same arithmetic. */
+/* CUDA versions of the loss kernels of src/cpu/loss.h on device pointers, with the same arithmetic:
+ * cross entropy with soft targets, the targets of hard labels, mean squared error. Each loss is
+ * reduced in a fixed order (deterministic, no atomics); backward kernels accumulate (+=). */
 #pragma once
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -14,6 +16,14 @@ void cuda_cross_entropy_forward(float *loss, float *row_loss, float *probs, cons
  * (reading it there needs no host synchronisation) */
 void cuda_cross_entropy_backward(float *dlogits, const float *dloss, const float *probs,
                                  const float *target, int B, int K);
+/* target (B, K) = on where k == labels[b] (labels: B ints on the device), off elsewhere */
+void cuda_label_targets(float *target, const int *labels, float on, float off, int B, int K);
+
+/* loss (1) = mean over n of (pred - target)^2, summed in double */
+void cuda_mse_forward(float *loss, const float *pred, const float *target, int64_t n);
+/* dpred += 2 dloss[0] / n (pred - target), dtarget -= the same; either may be NULL */
+void cuda_mse_backward(float *dpred, float *dtarget, const float *dloss, const float *pred,
+                       const float *target, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -1,29 +1,119 @@
 /* Row-major products through column-major cuBLAS: a row-major (M, N) matrix with row stride ld is
  * the column-major (N, M) matrix with the same ld, its transpose. So C = op(A) op(B) is computed as
- * Cᵀ = op(B)ᵀ op(A)ᵀ: cuBLAS gets B before A, N before M, and the same transpose flags. */
+ * Cᵀ = op(B)ᵀ op(A)ᵀ: cuBLAS gets B before A, N before M, and the same transpose flags.
+ * Every product reads vitc_precision() (core/precision.h): fp32 through cublasSgemm (no TF32),
+ * tf32 through cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32, bf16 through cublasGemmEx on
+ * operands rounded to bf16 by a kernel into scratch of the data arena (as the CPU's gemm takes its
+ * partial sums there), summed in fp32. */
 #include "common.cuh"
 #include "matmul.h"
 
+extern "C" {
+#include "../core/arena.h"
+#include "../core/precision.h"
+}
+
+/* bf16 bits of x rounded to nearest even, as the CPU's bf16_from_float: NaN stays a quiet NaN of
+ * its sign, a subnormal becomes a signed 0, out of range becomes ±inf */
+static __device__ uint16_t bf16_bits(float x) {
+    const uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u | 0x400000u) >> 16);
+    if ((u & 0x7f800000u) == 0) return (uint16_t)(u >> 16 & 0x8000u);
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
+
+/* dst: batch matrices of rows x cols bf16, packed; src: the same with row stride ld, matrix i at
+ * src + i stride */
+static __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int64_t rows, int cols,
+                                      int ld, long long stride, int64_t n) {
+    GRID_STRIDE_LOOP(i, n) {
+        const int64_t c = i % cols, r = i / cols % rows, b = i / (cols * rows);
+        dst[i] = bf16_bits(src[b * stride + r * ld + c]);
+    }
+}
+
+/* an operand of one product: row-major, rows x cols with row stride ld, matrix i at element
+ * p + i stride (fp32, or bf16 once rounded) */
+struct operand {
+    const void *p;
+    int rows, cols, ld;
+    long long stride;
+};
+
+/* the bf16 copy of `op`'s `batch` matrices packed at dst (stride 0 stays one matrix): its new ld
+ * and stride */
+static operand to_bf16(uint16_t *dst, operand op, int batch) {
+    const int mats = op.stride ? batch : 1;
+    const int64_t n = (int64_t)mats * op.rows * op.cols;
+    to_bf16_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dst, (const float *)op.p, op.rows, op.cols,
+                                                     op.ld, op.stride, n);
+    CUDA_LAUNCHED();
+    return operand{dst, op.rows, op.cols, op.cols, op.stride ? (long long)op.rows * op.cols : 0};
+}
+
+static int64_t packed_size(operand op, int batch) {
+    return (int64_t)(op.stride ? batch : 1) * op.rows * op.cols;
+}
+
+/* C_i (M, N) = alpha op(A_i) op(B_i) + beta C_i for the batch, bf16 operands and fp32 sums */
+static void gemm_bf16(cublasOperation_t op_a, cublasOperation_t op_b, int M, int N, int K,
+                      float alpha, operand a, operand b, float beta, float *C, int ldc,
+                      long long sc, int batch) {
+    /* A's copy first, B's from the next 64 bytes on */
+    const int64_t na = (packed_size(a, batch) + 31) / 32 * 32, nb = packed_size(b, batch);
+    const size_t floats = (size_t)(na + nb + 1) / 2;
+    float *scratch = scratch_floats(floats);
+    uint16_t *bits = (uint16_t *)scratch;
+    a = to_bf16(bits, a, batch);
+    b = to_bf16(bits + na, b, batch);
+    if (batch == 1)
+        CUBLAS_CHECK(cublasGemmEx(cuda_blas_handle(), op_b, op_a, N, M, K, &alpha, b.p, CUDA_R_16BF,
+                                  b.ld, a.p, CUDA_R_16BF, a.ld, &beta, C, CUDA_R_32F, ldc,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+            cuda_blas_handle(), op_b, op_a, N, M, K, &alpha, b.p, CUDA_R_16BF, b.ld, b.stride, a.p,
+            CUDA_R_16BF, a.ld, a.stride, &beta, C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT));
+    scratch_done(scratch, floats);
+}
+
 /* batch of row-major C_i = alpha op(A_i) op(B_i) + beta C_i, matrix i at A + i sa, B + i sb, C + i
- * sc */
-static void gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
-                         int lda, long long sa, const float *B, int ldb, long long sb, float beta,
-                         float *C, int ldc, long long sc, int batch) {
+ * sc, in the selected precision */
+extern "C" void cuda_gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha,
+                                  const float *A, int lda, long long sa, const float *B, int ldb,
+                                  long long sb, float beta, float *C, int ldc, long long sc,
+                                  int batch) {
     if (M == 0 || N == 0 || batch == 0) return;
     const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                             op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if (batch == 1)
+    const precision p = K > 0 ? vitc_precision() : PRECISION_FP32; /* K == 0: C = beta C */
+    if (p == PRECISION_BF16) {
+        gemm_bf16(op_a, op_b, M, N, K, alpha, operand{A, ta ? K : M, ta ? M : K, lda, sa},
+                  operand{B, tb ? N : K, tb ? K : N, ldb, sb}, beta, C, ldc, sc, batch);
+    } else if (p == PRECISION_TF32) {
+        if (batch == 1)
+            CUBLAS_CHECK(cublasGemmEx(cuda_blas_handle(), op_b, op_a, N, M, K, &alpha, B, CUDA_R_32F,
+                                      ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc,
+                                      CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+        else
+            CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+                cuda_blas_handle(), op_b, op_a, N, M, K, &alpha, B, CUDA_R_32F, ldb, sb, A,
+                CUDA_R_32F, lda, sa, &beta, C, CUDA_R_32F, ldc, sc, batch,
+                CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+    } else if (batch == 1) {
         CUBLAS_CHECK(cublasSgemm(cuda_blas_handle(), op_b, op_a, N, M, K, &alpha, B, ldb, A, lda,
                                  &beta, C, ldc));
-    else
+    } else {
         CUBLAS_CHECK(cublasSgemmStridedBatched(cuda_blas_handle(), op_b, op_a, N, M, K, &alpha, B,
                                                ldb, sb, A, lda, sa, &beta, C, ldc, sc, batch));
+    }
 }
 
 extern "C" void cuda_gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                                   const float *A, int lda, const float *B, int ldb, float beta,
                                   float *C, int ldc) {
-    gemm_batched(trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+    cuda_gemm_batched(trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 
 extern "C" void cuda_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
@@ -68,11 +158,46 @@ extern "C" void cuda_add_column_sums(float *sums, const float *x, int64_t M, int
     CUDA_LAUNCHED();
 }
 
+/* out = res + k (b + branch) with k the row's sample factor (keep NULL: 1); res, b, branch may be
+ * NULL (zero); res may be out */
+static __global__ void residual_add_kernel(float *out, const float *res, const float *b,
+                                           const float *branch, const float *keep, int64_t rows,
+                                           int64_t M, int N) {
+    GRID_STRIDE_LOOP(i, M * N) {
+        const float k = keep ? keep[i / N / rows] : 1.0f;
+        float v = res ? res[i] : 0.0f;
+        if (b) v += k * b[i % N];
+        if (branch) v += k * branch[i];
+        out[i] = v;
+    }
+}
+
+extern "C" void cuda_residual_linear_forward(float *out, const float *res, const float *act,
+                                             const float *w, const float *b, const float *keep,
+                                             int B, int M, int K, int N) {
+    if (M == 0 || N == 0) return;
+    const int rows = M / B;
+    const unsigned blocks = flat_blocks((int64_t)M * N);
+    if (!keep) { /* as the CPU: residual and bias first, the product added onto them */
+        residual_add_kernel<<<blocks, FLAT_THREADS>>>(out, res, b, nullptr, nullptr, rows, M, N);
+        CUDA_LAUNCHED();
+        cuda_gemm(false, true, M, N, K, 1.0f, act, w, 1.0f, out);
+        return;
+    }
+    /* the factors are device data the host cannot read to pick each sample's alpha: the product
+     * goes to scratch and is scaled as it is added (a dropped sample adds 0 times it) */
+    float *branch = scratch_floats((size_t)M * N);
+    cuda_gemm(false, true, M, N, K, 1.0f, act, w, 0.0f, branch);
+    residual_add_kernel<<<blocks, FLAT_THREADS>>>(out, res, b, branch, keep, rows, M, N);
+    CUDA_LAUNCHED();
+    scratch_done(branch, (size_t)M * N);
+}
+
 extern "C" void cuda_matmul_forward(float *c, const float *a, const float *b, int batch, int M,
                                     int N, int K, bool trans_a, bool trans_b, float alpha) {
     const long long sa = (long long)M * K, sb = (long long)K * N, sc = (long long)M * N;
-    gemm_batched(trans_a, trans_b, M, N, K, alpha, a, trans_a ? M : K, sa, b, trans_b ? K : N, sb,
-                 0.0f, c, N, sc, batch);
+    cuda_gemm_batched(trans_a, trans_b, M, N, K, alpha, a, trans_a ? M : K, sa, b, trans_b ? K : N,
+                      sb, 0.0f, c, N, sc, batch);
 }
 
 /* dA and dB of C = alpha op(A) op(B), written as products on the stored layouts (as the CPU):
@@ -82,8 +207,8 @@ extern "C" void cuda_matmul_forward(float *c, const float *a, const float *b, in
 static void acc_batched(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
                         long long sa, const float *B, long long sb, float *C, long long sc,
                         int batch) {
-    gemm_batched(ta, tb, M, N, K, alpha, A, ta ? M : K, sa, B, tb ? K : N, sb, 1.0f, C, N, sc,
-                 batch);
+    cuda_gemm_batched(ta, tb, M, N, K, alpha, A, ta ? M : K, sa, B, tb ? K : N, sb, 1.0f, C, N, sc,
+                      batch);
 }
 
 extern "C" void cuda_matmul_backward(float *da, float *db, const float *dc, const float *a,

@@ -1,6 +1,7 @@
-/* CUDA versions of src/cpu/matmul.h on device pointers, same row-major semantics, through cuBLAS
- * (cublasSgemm, cublasSgemmStridedBatched) in fp32 without TF32. residual_linear_forward is not
- * here yet. Backward kernels accumulate (+=) into their outputs. */
+/* CUDA versions of src/cpu/matmul.h on device pointers, same row-major semantics, through cuBLAS in
+ * the precision of core/precision.h: fp32 (cublasSgemm, no TF32), tf32 or bf16 (cublasGemmEx; bf16
+ * operands are rounded into scratch of the data arena). Backward kernels accumulate (+=) into their
+ * outputs. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,6 +17,13 @@ void cuda_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 void cuda_gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                        int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+/* batch of C_i = alpha op(A_i) op(B_i) + beta C_i with row strides and matrix i at A + i sa, B + i
+ * sb, C + i sc (a stride 0 shares one matrix): the product under every kernel here, for the other
+ * families' batched products */
+void cuda_gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                       int lda, long long sa, const float *B, int ldb, long long sb, float beta,
+                       float *C, int ldc, long long sc, int batch);
+
 /* out (M, N) = x (M, K) · w (N, K)ᵀ + b (N) (b may be NULL) */
 void cuda_linear_forward(float *out, const float *x, const float *w, const float *b, int M, int K,
                          int N);
@@ -26,6 +34,12 @@ void cuda_linear_backward(float *dx, float *dw, float *db, const float *dout, co
 
 /* sums (N) += the column sums of x (M, N) */
 void cuda_add_column_sums(float *sums, const float *x, int64_t M, int N);
+
+/* out (M, N) = res + keep_s (act · wᵀ + b) with keep_s the drop-path factor of the sample (of B,
+ * M/B rows each) the row belongs to (keep NULL: all 1); res (zero) and b may be NULL, res may be
+ * out. With keep, the product takes M * N floats of scratch from the data arena. */
+void cuda_residual_linear_forward(float *out, const float *res, const float *act, const float *w,
+                                  const float *b, const float *keep, int B, int M, int K, int N);
 
 /* batch of C_i = alpha op(A_i) op(B_i), contiguous matrices */
 void cuda_matmul_forward(float *c, const float *a, const float *b, int batch, int M, int N, int K,

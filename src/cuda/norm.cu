@@ -1,6 +1,7 @@
-/* Layernorm and softmax: one block per row, statistics in fp32 reduced over the block (the CPU sums
- * in another order, so results agree to rounding, not bit for bit). Weight gradients are summed by
- * one thread per column over all rows: no atomics, the same sums on every run. */
+/* Layernorm, L2 norm and softmax: one block per row, statistics in fp32 reduced over the block (the
+ * CPU sums in another order, so results agree to rounding, not bit for bit); mean over a dim. Sums
+ * over rows (weight gradients, the mean) run in one thread per column: no atomics, the same sums on
+ * every run. */
 #include "common.cuh"
 #include "norm.h"
 
@@ -26,6 +27,24 @@ extern "C" void cuda_layernorm_forward(float *out, float *mean, float *rstd, con
                                        float eps) {
     if (M == 0) return;
     layernorm_forward_kernel<<<row_blocks(M), ROW_THREADS>>>(out, mean, rstd, x, w, b, C, eps);
+    CUDA_LAUNCHED();
+}
+
+static __global__ void layernorm_apply_kernel(float *out, const float *x, const float *mean,
+                                              const float *rstd, const float *w, const float *b,
+                                              int64_t M, int C) {
+    GRID_STRIDE_LOOP(i, M * C) {
+        const int64_t r = i / C;
+        const int j = (int)(i % C);
+        out[i] = (x[i] - mean[r]) * rstd[r] * w[j] + b[j];
+    }
+}
+
+extern "C" void cuda_layernorm_apply(float *out, const float *x, const float *mean,
+                                     const float *rstd, const float *w, const float *b, int64_t M,
+                                     int C) {
+    if (M == 0) return;
+    layernorm_apply_kernel<<<flat_blocks(M * C), FLAT_THREADS>>>(out, x, mean, rstd, w, b, M, C);
     CUDA_LAUNCHED();
 }
 
@@ -78,6 +97,38 @@ extern "C" void cuda_layernorm_backward(float *dx, float *dw, float *db, const f
     }
 }
 
+static __global__ void l2norm_forward_kernel(float *out, const float *x, int C) {
+    const int64_t r = blockIdx.x;
+    const float *xr = x + r * C;
+    float s = 0;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) s += xr[j] * xr[j];
+    s = block_sum(s);
+    if (threadIdx.x == 0) out[r] = sqrtf(s);
+}
+
+extern "C" void cuda_l2norm_forward(float *out, const float *x, int64_t M, int C) {
+    if (M == 0) return;
+    l2norm_forward_kernel<<<row_blocks(M), ROW_THREADS>>>(out, x, C);
+    CUDA_LAUNCHED();
+}
+
+/* d|x|/dx = x / |x| (0 at the origin, as torch's subgradient) */
+static __global__ void l2norm_backward_kernel(float *dx, const float *dout, const float *x,
+                                              const float *out, int64_t M, int C) {
+    GRID_STRIDE_LOOP(i, M * C) {
+        const int64_t r = i / C;
+        const float f = out[r] > 0 ? dout[r] / out[r] : 0.0f;
+        dx[i] += f * x[i];
+    }
+}
+
+extern "C" void cuda_l2norm_backward(float *dx, const float *dout, const float *x, const float *out,
+                                     int64_t M, int C) {
+    if (M == 0) return;
+    l2norm_backward_kernel<<<flat_blocks(M * C), FLAT_THREADS>>>(dx, dout, x, out, M, C);
+    CUDA_LAUNCHED();
+}
+
 static __global__ void softmax_forward_kernel(float *out, const float *x, const float *bias, int N,
                                               int64_t NB) {
     const int64_t r = blockIdx.x;
@@ -121,5 +172,41 @@ extern "C" void cuda_softmax_backward(float *dlogits, const float *dout, const f
                                       int N) {
     if (M == 0) return;
     softmax_backward_kernel<<<row_blocks(M), ROW_THREADS>>>(dlogits, dout, y, N);
+    CUDA_LAUNCHED();
+}
+
+/* one thread per output (o, i) adds its len inputs in order, as the CPU: the same sums */
+static __global__ void mean_forward_kernel(float *out, const float *x, int64_t outer, int len,
+                                           int64_t inner) {
+    GRID_STRIDE_LOOP(k, outer * inner) {
+        const int64_t o = k / inner, i = k % inner;
+        const float *src = x + o * len * inner + i;
+        float s = 0;
+        for (int l = 0; l < len; l++) s += src[l * inner];
+        out[k] = s / len;
+    }
+}
+
+extern "C" void cuda_mean_forward(float *out, const float *x, int64_t outer, int len,
+                                  int64_t inner) {
+    if (outer * inner == 0) return;
+    mean_forward_kernel<<<flat_blocks(outer * inner), FLAT_THREADS>>>(out, x, outer, len, inner);
+    CUDA_LAUNCHED();
+}
+
+static __global__ void mean_backward_kernel(float *dx, const float *dout, int64_t outer, int len,
+                                            int64_t inner) {
+    const float f = 1.0f / len;
+    GRID_STRIDE_LOOP(k, outer * len * inner) {
+        const int64_t o = k / (len * inner), i = k % inner;
+        dx[k] += f * dout[o * inner + i];
+    }
+}
+
+extern "C" void cuda_mean_backward(float *dx, const float *dout, int64_t outer, int len,
+                                   int64_t inner) {
+    if (outer * len * inner == 0) return;
+    mean_backward_kernel<<<flat_blocks(outer * len * inner), FLAT_THREADS>>>(dx, dout, outer, len,
+                                                                               inner);
     CUDA_LAUNCHED();
 }

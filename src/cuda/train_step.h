@@ -1,6 +1,6 @@
-/* CUDA version of the AdamW update of src/train/optim.c (adamw_step) on device pointers, with the
- * same arithmetic: torch.optim.AdamW, decoupled weight decay, bias correction. Grad clipping, EMA
- * and the LR schedule are not here yet. */
+/* CUDA versions of the training step's flat loops (src/cpu/train_step.h) on device pointers, with
+ * the same arithmetic: the AdamW update (torch.optim.AdamW, decoupled weight decay, bias
+ * correction), the EMA of the weights, and the sum of squares and scaling of gradient clipping. */
 #pragma once
 #include <stdint.h>
 
@@ -14,6 +14,14 @@ extern "C" {
 void cuda_adamw_update(float *p, float *m, float *v, const float *g, const float *decay, int64_t n,
                      double lr, double beta1, double beta2, double eps, double weight_decay,
                      int64_t step);
+/* ema = decay * ema + (1 - decay) * p */
+void cuda_ema_update_flat(float *ema, const float *p, int64_t n, double decay);
+/* The sum of x[i]² in double over SUM_SQUARES_CHUNKS fixed chunks (a fixed-order reduction in each,
+ * the chunks added in order on the host): the same value on every run, though not the CPU's to the
+ * last bit. Waits for the work queued before it. */
+double cuda_sum_squares(const float *x, int64_t n);
+/* x *= s */
+void cuda_scale_floats(float *x, int64_t n, float s);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 /* Data-parallel processes. Started under mpirun (or any launcher that sets the MPI process-manager
  * environment), the process joins MPI's world; started alone it is rank 0 of 1, MPI is never
- * initialised and every call below returns at once. The trainer talks to this interface only, so
- * another transport (NCCL for GPUs) can sit behind it. */
+ * initialised and every call below returns at once. The trainer talks to this interface only: host
+ * memory goes over MPI, and in a CUDA build device memory (broadcasts and gradient sums of
+ * --device cuda) over NCCL, on a communicator MPI bootstraps at the first such call. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,7 +14,8 @@ void dist_init(int *argc, char ***argv);
 void dist_finalize(void);
 int dist_rank(void);
 int dist_size(void);
-/* the ranks on this host */
+/* this rank's index among the ranks on its host (0 when alone), and their number */
+int dist_local_rank(void);
 int dist_local_size(void);
 /* the threads a rank uses when not told: the host's cores shared among its ranks (0 when alone: the
  * OpenMP default) */
@@ -27,6 +29,7 @@ bool dist_startup_done(bool ok);
 _Noreturn void dist_abort(int code);
 
 void dist_barrier(void);
+/* data in host or device memory, the same kind on every rank */
 void dist_broadcast(void *data, size_t bytes, int root);
 /* in place, blocking, every rank gets the sum: counters and loss sums */
 void dist_sum_f64(double *x, int n);
@@ -39,6 +42,7 @@ bool dist_all(bool ok);
  * as soon as the backward pass says its gradients are final, so communication overlaps the rest of
  * the backward; dist_reducer_finish starts what is left, waits, and scales the sum once. */
 typedef struct dist_reducer dist_reducer;
+/* grad in host or device memory (then a collective call if it is the job's first of device memory) */
 dist_reducer *dist_reducer_create(float *grad, int64_t n, size_t bucket_bytes);
 void dist_reducer_free(dist_reducer *r);
 /* The gradients from offset `final_from` to the end are final: starts every bucket inside that

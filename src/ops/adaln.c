@@ -1,11 +1,15 @@
-/* The DiT/SiT ops (adaln.h): shape checks, the CPU kernels of src/cpu/adaln.c, tape records. */
+/* The DiT/SiT ops (adaln.h): shape checks, the kernels of the selected device, tape records. */
 #include "adaln.h"
 
+#include <string.h>
+
+#include "../core/arena.h"
 #include "../core/check.h"
 #include "../cpu/adaln.h"
+#include "backend.h"
 #include "backward.h"
-#include "op_table.h"
 #include "kernels.h"
+#include "op_table.h"
 
 tensor *op_silu(tensor *x) {
     tensor *out = tensor_like(x);
@@ -88,22 +92,23 @@ tensor *op_embedding(tensor *table, const int *idx, int B) {
     CHECK(table->ndim == 2 && B > 0, "embedding: table %s must be (K, D), %d indices",
           SHAPE_STR(table), B);
     int K = table->shape[0], D = table->shape[1];
-    tensor *ids = TENSOR(B); /* the indices as floats (exact below 2^24) for the backward */
-    for (int b = 0; b < B; b++) {
+    for (int b = 0; b < B; b++)
         CHECK(idx[b] >= 0 && idx[b] < K, "embedding: index[%d] = %d outside [0, %d)", b, idx[b], K);
-        ids->data[b] = (float)idx[b];
-    }
+    /* the indices where the kernels read them, kept for the backward (the caller's array may be
+     * gone by then): a copy in this step's arena, on the device a copy of that */
+    int *kept = arena_alloc(&vitc_arena, sizeof(int) * (size_t)B);
+    memcpy(kept, idx, sizeof(int) * (size_t)B);
+    const int *ids = backend_ints(kept, B);
     tensor *out = TENSOR(B, D);
-    kernels->embedding_forward(out->data, table->data, idx, B, D);
+    kernels->embedding_forward(out->data, table->data, ids, B, D);
     tape_node *n = tape_record(OP_EMBEDDING, out, 1, (tensor *[]){table});
-    if (n) n->saved[0] = ids;
+    if (n) n->ptr = ids;
     return out;
 }
 
 void op_embedding_backward(tape_node *n) {
-    tensor *table = n->in[0], *ids = n->saved[0];
-    if (!table->requires_grad) return;
-    int B = (int)ids->numel, idx[B];
-    for (int b = 0; b < B; b++) idx[b] = (int)ids->data[b];
-    kernels->embedding_backward(tensor_grad(table), n->out->grad, idx, B, table->shape[1]);
+    tensor *table = n->in[0];
+    if (table->requires_grad)
+        kernels->embedding_backward(tensor_grad(table), n->out->grad, n->ptr, n->out->shape[0],
+                                    table->shape[1]);
 }

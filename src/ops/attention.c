@@ -6,6 +6,7 @@
 #include "../core/check.h"
 #include "../core/tape.h"
 #include "../cpu/attention.h"
+#include "backend.h"
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
@@ -32,12 +33,14 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, te
           "attention: bias %s is not (heads %d, %d, %d)", SHAPE_STR(bias), heads, n, m);
     CHECK(!mask || (windows > 0 && b % windows == 0),
           "attention: %d sequences are not a whole number of %d-window images", b, windows);
-    attn_dims a = dims_of(q, k, heads, scale, bias, mask, mask ? windows : 1);
+    /* the kernels read the mask where they run: a device's cached copy of the host table */
+    const float *mask_data = mask ? backend_constant(mask, sizeof(float) * (size_t)windows * n * m) : NULL;
+    attn_dims a = dims_of(q, k, heads, scale, bias, mask_data, mask ? windows : 1);
     bool record = tape_grad_enabled() && (q->requires_grad || k->requires_grad ||
                                           v->requires_grad || (bias && bias->requires_grad));
     tensor *out = tensor_like(q);
     tensor *lse = record ? TENSOR(b, heads, n) : NULL;
-    size_t n_scratch = attention_scratch_floats(&a, false, false);
+    size_t n_scratch = kernels->attention_scratch_floats(&a, false, false);
     float *scratch = scratch_floats(n_scratch);
     kernels->attention_forward(out->data, lse ? lse->data : NULL, q->data, k->data, v->data, &a, scratch);
     scratch_done(scratch, n_scratch);
@@ -47,7 +50,7 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, te
         node->saved[0] = lse;
         node->iarg[0] = heads, node->iarg[1] = a.windows;
         node->farg[0] = scale;
-        node->ptr = mask;
+        node->ptr = mask_data;
     }
     return out;
 }
@@ -58,7 +61,7 @@ void op_attention_backward(tape_node *node) {
     float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
     float *dbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
-    size_t n_scratch = attention_scratch_floats(&a, true, dbias);
+    size_t n_scratch = kernels->attention_scratch_floats(&a, true, dbias);
     float *scratch = scratch_floats(n_scratch);
     kernels->attention_backward(dq, dk, dv, dbias, node->out->grad, node->saved[0]->data, q->data, k->data,
                        v->data, &a, scratch);

@@ -10,6 +10,7 @@
 
 #ifdef VITC_CUDA
 #include "../cuda/device.h"
+#include "../dist/dist.h"
 extern const kernel_table cuda_kernels;
 #endif
 
@@ -42,6 +43,9 @@ static bool select_device(const char *device_name, bool all_kernels, char *err, 
         snprintf(err, n, "--device cuda: this build has no CUDA kernel for %s", missing);
         return false;
     }
+    /* plain "cuda" under mpirun: the ranks of a host take its devices in turn */
+    int count = device_name[4] ? 0 : cuda_device_count();
+    if (count > 0) index = dist_local_rank() % count;
     if (!cuda_select(index, err, n)) return false;
     kernels = &cuda_kernels;
     vitc_set_memory(&cuda_memory);
@@ -107,4 +111,34 @@ const float *backend_read(float *dst, const float *data, int64_t n) {
     if (mem->dev == DEV_CPU) return data;
     mem->to_host(dst, data, sizeof(float) * (size_t)n);
     return dst;
+}
+
+struct backend_stager {
+    int64_t n;
+    void *device; /* the device's stager; NULL on the CPU */
+};
+
+backend_stager *backend_stager_create(int64_t n) {
+    backend_stager *s = xcalloc(1, sizeof(*s));
+    s->n = n;
+#ifdef VITC_CUDA
+    if (vitc_memory()->dev == DEV_CUDA) s->device = cuda_stager_create((size_t)n);
+#endif
+    return s;
+}
+
+const float *backend_stage(backend_stager *s, const float *host, int64_t n) {
+    CHECK(n <= s->n, "backend_stage: %lld floats for a stager of %lld", (long long)n, (long long)s->n);
+#ifdef VITC_CUDA
+    if (s->device) return cuda_stage(s->device, host, (size_t)n);
+#endif
+    return host;
+}
+
+void backend_stager_free(backend_stager *s) {
+    if (!s) return;
+#ifdef VITC_CUDA
+    cuda_stager_free(s->device);
+#endif
+    free(s);
 }

@@ -30,3 +30,13 @@ const int *backend_ints(const int *host, int64_t n);
 /* A tensor's data (n floats) on the host: a copy from a device into dst, or the data itself on the
  * CPU (dst untouched). */
 const float *backend_read(float *dst, const float *data, int64_t n);
+
+/* Host data of every step (the loader's batch) on its way to the device while the previous step
+ * computes. backend_stage returns what the kernels queued from now on read: host itself on the CPU;
+ * on a device, a device buffer (one of two, in turn) whose copy from host starts now, on a stream
+ * of its own, and that the work queued after the call waits for. It serves the work queued until
+ * the next call, whose copy overlaps with that work. */
+typedef struct backend_stager backend_stager;
+backend_stager *backend_stager_create(int64_t n); /* for up to n floats a call */
+const float *backend_stage(backend_stager *s, const float *host, int64_t n);
+void backend_stager_free(backend_stager *s); /* NULL is fine */

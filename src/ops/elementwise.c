@@ -43,23 +43,7 @@ tensor *op_expand(tensor *x, int ndim, const int *shape) {
     tensor *out = tensor_new(ndim, shape);
     int x5[5];
     for (int d = 0; d < 5; d++) x5[d] = d < 5 - x->ndim ? 1 : x->shape[d - (5 - x->ndim)];
-    int64_t stride[5], acc = 1;
-    for (int d = 4; d >= 0; d--) {
-        stride[d] = x5[d] == 1 ? 0 : acc;
-        acc *= x5[d];
-    }
-    const float *src = x->data;
-    float *dst = out->data;
-    int64_t total = out->numel;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < total; i++) {
-        int64_t rem = i, off = 0;
-        for (int d = 4; d >= 0; d--) {
-            off += (rem % bc.out[d]) * stride[d];
-            rem /= bc.out[d];
-        }
-        dst[i] = src[off];
-    }
+    kernels->expand_forward(out->data, x->data, x5, bc.out);
     tape_record(OP_EXPAND, out, 1, (tensor *[]){x});
     return out;
 }
@@ -77,10 +61,7 @@ void op_expand_backward(tape_node *n) {
 
 tensor *op_scale(tensor *x, float s) {
     tensor *out = tensor_like(x);
-    const float *src = x->data;
-    float *dst = out->data;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < x->numel; i++) dst[i] = s * src[i];
+    kernels->scale_forward(out->data, x->data, s, x->numel);
     tape_node *n = tape_record(OP_SCALE, out, 1, (tensor *[]){x});
     if (n) n->farg[0] = s;
     return out;
@@ -88,19 +69,12 @@ tensor *op_scale(tensor *x, float s) {
 
 void op_scale_backward(tape_node *n) {
     tensor *x = n->in[0];
-    if (!x->requires_grad) return;
-    float *gx = tensor_grad(x), s = n->farg[0];
-    const float *g = n->out->grad;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < x->numel; i++) gx[i] += s * g[i];
+    if (x->requires_grad) kernels->scale_backward(tensor_grad(x), n->out->grad, n->farg[0], x->numel);
 }
 
 tensor *op_add_scalar(tensor *x, float s) {
     tensor *out = tensor_like(x);
-    const float *src = x->data;
-    float *dst = out->data;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < x->numel; i++) dst[i] = src[i] + s;
+    kernels->add_scalar_forward(out->data, x->data, s, x->numel);
     tape_record(OP_ADD_SCALAR, out, 1, (tensor *[]){x});
     return out;
 }
@@ -114,13 +88,14 @@ void op_add_scalar_backward(tape_node *n) {
 #define UNARY_OP(name, ID)                                                                         \
     tensor *op_##name(tensor *x) {                                                                 \
         tensor *out = tensor_like(x);                                                              \
-        name##_forward(out->data, x->data, x->numel);                                              \
+        kernels->name##_forward(out->data, x->data, x->numel);                                     \
         tape_record(ID, out, 1, (tensor *[]){x});                                                  \
         return out;                                                                                \
     }                                                                                              \
     void op_##name##_backward(tape_node *n) {                                                      \
         tensor *x = n->in[0];                                                                      \
-        if (x->requires_grad) name##_backward(tensor_grad(x), n->out->grad, x->data, x->numel);   \
+        if (x->requires_grad)                                                                      \
+            kernels->name##_backward(tensor_grad(x), n->out->grad, x->data, x->numel);             \
     }
 
 UNARY_OP(gelu, OP_GELU)

@@ -10,6 +10,7 @@
 #include "../cpu/conv.h"
 #include "../cpu/elementwise.h"
 #include "../cpu/linear_attention.h"
+#include "../cpu/loss.h"
 #include "../cpu/matmul.h"
 #include "../cpu/mlp.h"
 #include "../cpu/norm.h"
@@ -21,22 +22,28 @@
     X(silu_forward) X(silu_backward) X(gelu_tanh_forward) X(gelu_tanh_backward)                    \
     X(layernorm_modulate_forward) X(layernorm_modulate_backward) X(gated_residual_forward)         \
     X(gated_residual_backward) X(embedding_forward) X(embedding_backward)
-#define KERNELS_ATTENTION(X) X(attention_forward) X(attention_backward)
+#define KERNELS_ATTENTION(X) X(attention_scratch_floats) X(attention_forward) X(attention_backward)
 #define KERNELS_CONV(X)                                                                            \
     X(conv2d_forward) X(conv2d_backward) X(dwconv2d_forward) X(dwconv2d_backward)                  \
     X(adaptive_avg_pool2d_forward) X(adaptive_avg_pool2d_backward) X(interp_bilinear_forward)      \
     X(interp_bilinear_backward)
 #define KERNELS_ELEMENTWISE(X)                                                                     \
-    X(binary_forward) X(binary_backward) X(broadcast_reduce) X(accumulate) X(copy_floats)          \
-    X(gelu_forward) X(gelu_backward) X(gelu_value_and_slope) X(relu_forward) X(relu_backward)      \
-    X(softplus_forward) X(softplus_backward) X(pow_forward) X(pow_backward)
+    X(binary_forward) X(binary_backward) X(broadcast_reduce) X(expand_forward) X(accumulate)       \
+    X(copy_floats) X(scale_forward) X(scale_backward) X(add_scalar_forward) X(gelu_forward)        \
+    X(gelu_backward) X(gelu_value_and_slope) X(relu_forward) X(relu_backward) X(softplus_forward)  \
+    X(softplus_backward) X(pow_forward) X(pow_backward)
+/* the *_scratch_floats entries size the scratch of the kernels after them: a device needs other amounts */
 #define KERNELS_LINEAR_ATTENTION(X)                                                                \
-    X(focus_forward) X(focus_backward) X(linear_attention_forward) X(linear_attention_backward)    \
-    X(softmax_linear_attention_forward) X(softmax_linear_attention_backward)
+    X(focus_scratch_floats) X(focus_forward) X(focus_backward) X(linear_attention_forward)         \
+    X(linear_attention_scratch_floats) X(linear_attention_backward)                                \
+    X(softmax_linear_attention_scratch_floats) X(softmax_linear_attention_forward)                 \
+    X(softmax_linear_attention_backward)
+#define KERNELS_LOSS(X)                                                                            \
+    X(cross_entropy_forward) X(cross_entropy_backward) X(label_targets) X(mse_forward) X(mse_backward)
 #define KERNELS_MATMUL(X)                                                                          \
     X(gemm) X(gemm_strided) X(linear_forward) X(linear_backward) X(add_column_sums)                \
     X(residual_linear_forward) X(matmul_forward) X(matmul_backward)
-#define KERNELS_MLP(X) X(mlp_residual_forward)
+#define KERNELS_MLP(X) X(mlp_residual_forward) X(mlp_scratch_floats) X(scale_groups)
 #define KERNELS_NORM(X)                                                                            \
     X(layernorm_forward) X(layernorm_apply) X(layernorm_backward) X(l2norm_forward)                \
     X(l2norm_backward) X(softmax_forward) X(softmax_backward) X(mean_forward) X(mean_backward)
@@ -47,7 +54,7 @@
 #define KERNELS_TRAIN_STEP(X) X(adamw_update) X(ema_update_flat) X(sum_squares) X(scale_floats)
 
 #define KERNELS_ALL(X)                                                                             \
-    KERNELS_ADALN(X) KERNELS_ATTENTION(X) KERNELS_CONV(X) KERNELS_ELEMENTWISE(X)                   \
+    KERNELS_ADALN(X) KERNELS_ATTENTION(X) KERNELS_CONV(X) KERNELS_ELEMENTWISE(X) KERNELS_LOSS(X)   \
     KERNELS_LINEAR_ATTENTION(X) KERNELS_MATMUL(X) KERNELS_MLP(X) KERNELS_NORM(X) KERNELS_SHAPE(X)  \
     KERNELS_SPATIAL(X) KERNELS_TRAIN_STEP(X)
 

@@ -5,7 +5,6 @@
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/tape.h"
-#include "../core/threads.h"
 #include "../cpu/linear_attention.h"
 #include "backward.h"
 #include "op_table.h"
@@ -27,7 +26,7 @@ void op_focus_backward(tape_node *n) {
     tensor *x = n->in[0], *t = n->in[1];
     int C = x->shape[x->ndim - 1];
     float *dx = x->requires_grad ? tensor_grad(x) : NULL, *dt = t->requires_grad ? tensor_grad(t) : NULL;
-    size_t n_partial = (size_t)vitc_threads() * C;
+    size_t n_partial = kernels->focus_scratch_floats(x->numel / C, C);
     float *partial = scratch_floats(n_partial);
     kernels->focus_backward(dx, dt, n->out->grad, x->data, t->data, n->farg[0], x->numel / C, C, partial);
     scratch_done(partial, n_partial);
@@ -60,7 +59,7 @@ void op_linear_attention_backward(tape_node *n) {
     lin_attn_dims a = {q->shape[0], q->shape[1], k->shape[1], n->iarg[0], q->shape[2] / n->iarg[0]};
     float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
-    size_t n_scratch = linear_attention_scratch_floats(&a);
+    size_t n_scratch = kernels->linear_attention_scratch_floats(&a);
     float *scratch = scratch_floats(n_scratch);
     kernels->linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data, n->saved[0]->data,
                               n->saved[1]->data, n->saved[2]->data, &a, scratch);
@@ -82,7 +81,7 @@ tensor *op_softmax_linear_attention(tensor *q, tensor *k, tensor *v, int heads, 
           SHAPE_STR(q), heads);
     softmax_lin_dims a = softmax_lin_dims_of(q, k, heads, c0, channels);
     tensor *out = TENSOR(a.seqs, a.n, channels), *ctx = TENSOR(a.seqs, heads, a.d, a.d);
-    size_t n_scratch = softmax_linear_attention_scratch_floats(&a);
+    size_t n_scratch = kernels->softmax_linear_attention_scratch_floats(&a);
     float *scratch = scratch_floats(n_scratch);
     kernels->softmax_linear_attention_forward(out->data, ctx->data, q->data, k->data, v->data, &a, scratch);
     scratch_done(scratch, n_scratch);
@@ -101,7 +100,7 @@ void op_softmax_linear_attention_backward(tape_node *n) {
     softmax_lin_dims a = softmax_lin_dims_of(q, k, n->iarg[0], n->iarg[1], n->iarg[2]);
     float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
-    size_t n_scratch = softmax_linear_attention_scratch_floats(&a);
+    size_t n_scratch = kernels->softmax_linear_attention_scratch_floats(&a);
     float *scratch = scratch_floats(n_scratch);
     kernels->softmax_linear_attention_backward(dq, dk, dv, n->out->grad, q->data, k->data, v->data,
                                       n->saved[0]->data, &a, scratch);

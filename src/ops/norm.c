@@ -1,8 +1,7 @@
 /* Row-wise ops: layernorm, L2 norm, softmax with an additive bias, mean over a dim. */
-#include <string.h>
-
 #include "../core/arena.h"
 #include "../core/check.h"
+#include "../core/memory.h"
 #include "../core/tape.h"
 #include "../cpu/elementwise.h"
 #include "../cpu/matmul.h"
@@ -77,7 +76,7 @@ void op_layernorm_linear_backward(tape_node *n) {
         int64_t rows = r0 + pass < M ? pass : M - r0;
         const float *xs = x->data + r0 * C, *g = n->out->grad + r0 * N;
         kernels->layernorm_apply(y, xs, mean + r0, rstd + r0, ln_w->data, ln_b->data, rows, C);
-        memset(dy, 0, sizeof(float) * (size_t)(rows * C));
+        vitc_memory()->zero(dy, sizeof(float) * (size_t)(rows * C));
         kernels->linear_backward(dy, dw, db, g, y, w->data, (int)rows, C, N);
         kernels->layernorm_backward(dx ? dx + r0 * C : NULL, dln_w, dln_b, dy, xs, mean + r0, rstd + r0,
                            ln_w->data, rows, C);

@@ -126,8 +126,8 @@ tensor *op_residual_linear_windows(tensor *res, tensor *h, tensor *w, tensor *b,
 /* ---- attention.c ---- */
 /* softmax attention with the heads merged: q (b, n, heads·d), k, v (b, m, heads·d) -> (b, n, heads·d),
  * per sequence and head softmax(scale q kᵀ + bias + mask) v. bias: (heads, n, m) elements shared by
- * every sequence, may require a gradient, or NULL; mask: constant (windows, n, m) floats, sequence
- * s taking window s % windows (b a multiple of windows), outliving the step, or NULL. */
+ * every sequence, may require a gradient, or NULL; mask: constant (windows, n, m) floats on the host,
+ * sequence s taking window s % windows (b a multiple of windows), outliving the step, or NULL. */
 tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, tensor *bias,
                      const float *mask, int windows);
 

@@ -2,42 +2,36 @@
  * depth). Each sample's draws come from its own stream, keyed by one draw of the op's stream and the
  * sample's index in the whole batch, so a seed gives the same mask whatever the thread count, and a
  * data-parallel rank draws for its samples what one process draws for them. */
-#include <string.h>
-
 #include "../core/arena.h"
 #include "../core/check.h"
+#include "../core/memory.h"
 #include "../core/tape.h"
-#include "../cpu/elementwise.h"
-#include "../cpu/matmul.h"
-#include "../cpu/mlp.h"
-#include "../cpu/spatial.h"
+#include "backend.h"
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
 #include "kernels.h"
 
-/* `per` draws of keep (1/(1-p)) or 0 for each of `samples` samples */
+/* `per` draws of keep (1/(1-p)) or 0 for each of `samples` samples, drawn on the host and moved to
+ * the device's memory */
 static tensor *draw_mask(int id, float p, rng *r, int64_t samples, int64_t per) {
     CHECK(r, "%s with p %g needs a random stream", op_table[id].name, p);
-    tensor *mask = TENSOR((int)(samples * per));
-    float keep = 1.0f / (1.0f - p);
+    int n = (int)(samples * per);
+    float *draws = arena_alloc(&vitc_arena, sizeof(float) * (size_t)n), keep = 1.0f / (1.0f - p);
     uint64_t key = rng_u64(r);
     for (int64_t s = 0; s < samples; s++) {
         rng g;
         rng_seed(&g, key + (uint64_t)(r->first_sample + s), RNG_DROP_PATH);
-        for (int64_t j = 0; j < per; j++) mask->data[s * per + j] = rng_uniform(&g) >= p ? keep : 0.0f;
+        for (int64_t j = 0; j < per; j++) draws[s * per + j] = rng_uniform(&g) >= p ? keep : 0.0f;
     }
-    return mask;
+    return tensor_wrap((float *)backend_floats(draws, n), 1, &n);
 }
 
 tensor *op_dropout(tensor *x, float p, rng *r) {
     CHECK(p >= 0 && p < 1, "dropout: probability %g outside [0, 1)", p);
     if (p == 0) return x;
     tensor *mask = draw_mask(OP_DROPOUT, p, r, x->shape[0], x->numel / x->shape[0]), *out = tensor_like(x);
-    const float *src = x->data, *m = mask->data;
-    float *dst = out->data;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < x->numel; i++) dst[i] = src[i] * m[i];
+    kernels->scale_groups(out->data, x->data, mask->data, x->numel, 1, false);
     tape_node *n = tape_record(OP_DROPOUT, out, 1, (tensor *[]){x});
     if (n) n->saved[0] = mask;
     return out;
@@ -46,17 +40,7 @@ tensor *op_dropout(tensor *x, float p, rng *r) {
 void op_dropout_backward(tape_node *n) {
     tensor *x = n->in[0];
     if (!x->requires_grad) return;
-    float *gx = tensor_grad(x);
-    const float *g = n->out->grad, *m = n->saved[0]->data;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < x->numel; i++) gx[i] += g[i] * m[i];
-}
-
-/* dst = g with each sample's `per` values scaled by its drop-path factor: the branch's gradient */
-static void scale_samples(float *dst, const float *g, const float *keep, int samples, int64_t per) {
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int s = 0; s < samples; s++)
-        for (int64_t j = 0; j < per; j++) dst[s * per + j] = g[s * per + j] * keep[s];
+    kernels->scale_groups(tensor_grad(x), n->out->grad, n->saved[0]->data, x->numel, 1, true);
 }
 
 /* the map geometry of a residual step whose branch is in window order (H == 0: none) */
@@ -149,8 +133,8 @@ void op_residual_linear_backward(tape_node *n) {
             kernels->window_copy(gm, (float *)g, gs, geom.H, geom.W, N, geom.wh, geom.ww, geom.shift, true, false);
             g = gm;
         }
-        if (mask) {
-            scale_samples(gm, g, mask->data + s0, gs, (int64_t)rows * N);
+        if (mask) { /* the branch's gradient: each sample's scaled by its drop-path factor */
+            kernels->scale_groups(gm, g, mask->data + s0, gs, (int64_t)rows * N, false);
             g = gm;
         }
         if (!gelu) {
@@ -164,8 +148,7 @@ void op_residual_linear_backward(tape_node *n) {
         if (dhs) {
             float *dact = act; /* consumed: its buffer takes d(loss)/d(activation) */
             kernels->gemm(false, false, gm_rows, K, N, 1.0f, g, w->data, 0.0f, dact);
-#pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < n_act; i++) dhs[i] += dact[i] * slope[i];
+            kernels->scale_groups(dhs, dact, slope, n_act, 1, true);
         }
     }
     scratch_done(gm, most * N);
@@ -176,12 +159,11 @@ void op_residual_linear_backward(tape_node *n) {
 
 /* columns [k0, k0 + K) of m (N, Kw) into part (N, K), or added back from it */
 static void copy_columns(float *part, const float *m, int N, int Kw, int k0, int K) {
-    for (int i = 0; i < N; i++) memcpy(part + (size_t)i * K, m + (size_t)i * Kw + k0, sizeof(float) * K);
+    kernels->block_copy(part, K, m, Kw, N, 1, 0, k0, K, 0);
 }
 
 static void add_columns(float *m, const float *part, int N, int Kw, int k0, int K) {
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < K; j++) m[(size_t)i * Kw + k0 + j] += part[(size_t)i * K + j];
+    kernels->block_copy(m, Kw, part, K, N, 1, k0, 0, K, 1);
 }
 
 tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w, tensor *b, float p, rng *r) {
@@ -218,7 +200,7 @@ void op_residual_linear_split_backward(tape_node *n) {
     float *gm = NULL;
     if (mask) {
         gm = scratch_floats((size_t)M * N);
-        scale_samples(gm, g, mask->data, B, (int64_t)rows * N);
+        kernels->scale_groups(gm, g, mask->data, B, (int64_t)rows * N, false);
         g = gm;
     }
     size_t n_part = (size_t)N * Kw; /* room for either part */
@@ -226,7 +208,7 @@ void op_residual_linear_split_backward(tape_node *n) {
     for (int i = 0, k0 = 0; i < 2; k0 += h[i]->shape[h[i]->ndim - 1], i++) {
         int K = h[i]->shape[h[i]->ndim - 1];
         copy_columns(w_part, w->data, N, Kw, k0, K);
-        if (dw) memset(dw_part, 0, sizeof(float) * (size_t)N * K);
+        if (dw) vitc_memory()->zero(dw_part, sizeof(float) * (size_t)N * K);
         kernels->linear_backward(h[i]->requires_grad ? tensor_grad(h[i]) : NULL, dw ? dw_part : NULL,
                         i == 0 ? db : NULL, g, h[i]->data, w_part, M, K, N);
         if (dw) add_columns(dw, dw_part, N, Kw, k0, K);
@@ -261,7 +243,7 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
         shape[res->ndim - 1] = H;
         h = tensor_new(res->ndim, shape);
     }
-    size_t n_scratch = mlp_scratch_floats(&d);
+    size_t n_scratch = kernels->mlp_scratch_floats(&d);
     float *scratch = scratch_floats(n_scratch);
     kernels->mlp_residual_forward(out->data, h ? h->data : NULL, mean->data, rstd->data, res->data, ln_w->data,
                          ln_b->data, eps, w1->data, b1 ? b1->data : NULL, w2->data, b2 ? b2->data : NULL,

@@ -3,6 +3,7 @@
 #include "../core/check.h"
 #include "../core/tape.h"
 #include "../cpu/spatial.h"
+#include "backend.h"
 #include "backward.h"
 #include "op_table.h"
 #include "ops.h"
@@ -63,10 +64,11 @@ tensor *op_relpos_gather(tensor *table, const int *index, int n) {
     for (int64_t k = 0; k < (int64_t)n * n; k++)
         CHECK(index[k] >= 0 && index[k] < T, "relpos_gather: index[%lld] = %d outside the %d rows",
               (long long)k, index[k], T);
+    const int *table_index = backend_constant(index, sizeof(int) * (size_t)n * n);
     tensor *out = TENSOR(NH, n, n);
-    kernels->relpos_gather_forward(out->data, table->data, index, NH, n);
+    kernels->relpos_gather_forward(out->data, table->data, table_index, NH, n);
     tape_node *node = tape_record(OP_RELPOS_GATHER, out, 1, (tensor *[]){table});
-    if (node) node->ptr = index, node->iarg[0] = n;
+    if (node) node->ptr = table_index, node->iarg[0] = n;
     return out;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../core/check.h"
+#include "../core/memory.h"
 
 #define OPT_M "optim.exp_avg."
 #define OPT_V "optim.exp_avg_sq."
@@ -17,19 +18,25 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
     const param_store *ps = &m->ps;
     int n = ps->n;
     char **names = xcalloc((size_t)3 * n + 1, sizeof(char *));
+    /* the blocks as the host sees them: device blocks are staged in host copies for the write */
+    const float *stored[4] = {ps->data, opt ? opt->m : NULL, opt ? opt->v : NULL, ema}, *blocks[4];
+    float *staged[4] = {0};
+    for (int b = 0; b < 4; b++) {
+        if (ps->mem != &host_memory && stored[b]) staged[b] = xmalloc(sizeof(float) * (size_t)ps->numel);
+        blocks[b] = stored[b] ? params_read(ps, staged[b], stored[b], ps->numel) : NULL;
+    }
     st_writer w;
     st_writer_init(&w);
     for (int i = 0; i < n; i++) {
         const tensor *p = ps->params[i];
-        st_add(&w, p->name, p->data, p->ndim, p->shape);
+        st_add(&w, p->name, blocks[0] + (p->data - ps->data), p->ndim, p->shape);
     }
     int k = 0;
     for (int i = 0; i < n; i++) {
         const tensor *p = ps->params[i];
         int64_t off = p->data - ps->data;
-        const char *prefixes[3] = {OPT_M, OPT_V, EMA};
-        const float *blocks[3] = {opt ? opt->m : NULL, opt ? opt->v : NULL, ema};
-        for (int b = 0; b < 3; b++) {
+        const char *prefixes[4] = {NULL, OPT_M, OPT_V, EMA};
+        for (int b = 1; b < 4; b++) {
             if (!blocks[b]) continue;
             size_t len = strlen(prefixes[b]) + strlen(p->name) + 1;
             names[k] = xmalloc(len);
@@ -53,6 +60,7 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
     st_writer_free(&w);
     for (int i = 0; i < k; i++) free(names[i]);
     free(names);
+    for (int b = 0; b < 4; b++) free(staged[b]);
     return ok;
 }
 
@@ -69,20 +77,26 @@ bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err
     return true;
 }
 
-/* copies "prefix<name>" tensors into a flat block shaped like the parameters */
+/* copies "prefix<name>" tensors into a flat block shaped like the parameters, in their memory
+ * (through a host copy of the block when that is a device's) */
 static bool load_block(const st_file *f, const char *path, const model *m, const char *prefix,
                        float *block, char *err, size_t err_len) {
-    for (int i = 0; i < m->ps.n; i++) {
-        const tensor *p = m->ps.params[i];
+    const param_store *ps = &m->ps;
+    float *host = ps->mem == &host_memory ? block : xmalloc(sizeof(float) * (size_t)ps->numel);
+    bool ok = true;
+    for (int i = 0; ok && i < ps->n; i++) {
+        const tensor *p = ps->params[i];
         char key[512];
         snprintf(key, sizeof(key), "%s%s", prefix, p->name);
         const st_entry *e = st_find(f, key);
-        if (!e || e->numel != p->numel || !st_to_f32(e, block + (p->data - m->ps.data))) {
+        if (!e || e->numel != p->numel || !st_to_f32(e, host + (p->data - ps->data))) {
             snprintf(err, err_len, "%s: %s %s", path, e ? "bad tensor" : "missing tensor", key);
-            return false;
+            ok = false;
         }
     }
-    return true;
+    if (ok) params_write(ps, block, host, ps->numel);
+    if (host != block) free(host);
+    return ok;
 }
 
 static bool read_state(const st_file *f, const char *path, train_state *st, int64_t *opt_steps,

@@ -8,6 +8,7 @@
 #include "../core/check.h"
 #include "../core/tape.h"
 #include "../data/augment.h"
+#include "../ops/backend.h"
 
 #define JUDGE_BATCH 100
 
@@ -25,11 +26,15 @@ static void judge_batch(model *clf, float *images, int n, float *features, int *
     bool prev = tape_set_grad_enabled(false);
     float *f = features ? features : xmalloc(sizeof(float) * (size_t)n * judge_feature_dim(clf));
     forward_opts fo = {.train = false, .features = f};
-    tensor *logits = model_forward(clf, tensor_wrap(images, 4, (int[]){n, c->img_size, c->img_size, c->in_chans}), &fo);
+    int S = c->img_size, K = c->num_classes;
+    const float *x = backend_floats(images, (int64_t)n * S * S * c->in_chans);
+    tensor *logits = model_forward(clf, tensor_wrap((float *)x, 4, (int[]){n, S, S, c->in_chans}), &fo);
+    const float *scores =
+        backend_read(arena_alloc(&vitc_arena, sizeof(float) * (size_t)n * K), logits->data, (int64_t)n * K);
     for (int i = 0; pred && i < n; i++) {
         int best = 0;
-        for (int k = 1; k < c->num_classes; k++)
-            if (logits->data[(size_t)i * c->num_classes + k] > logits->data[(size_t)i * c->num_classes + best]) best = k;
+        for (int k = 1; k < K; k++)
+            if (scores[(size_t)i * K + k] > scores[(size_t)i * K + best]) best = k;
         pred[i] = best;
     }
     if (!features) free(f);

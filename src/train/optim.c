@@ -24,7 +24,7 @@ bool param_decays(const tensor *p) {
 void adamw_init(adamw *o, const param_store *ps, double weight_decay, double beta1, double beta2,
                 double eps) {
     memset(o, 0, sizeof(*o));
-    const memory_ops *mem = vitc_memory(); /* beside the parameters */
+    const memory_ops *mem = o->mem = ps->mem; /* beside the parameters */
     size_t bytes = sizeof(float) * (size_t)ps->numel;
     o->numel = ps->numel;
     o->m = mem->alloc(bytes), o->v = mem->alloc(bytes), o->decay = mem->alloc(bytes);
@@ -45,10 +45,7 @@ void adamw_init(adamw *o, const param_store *ps, double weight_decay, double bet
 }
 
 void adamw_free(adamw *o) {
-    const memory_ops *mem = vitc_memory();
-    mem->free(o->m);
-    mem->free(o->v);
-    mem->free(o->decay);
+    o->mem->free(o->m), o->mem->free(o->v), o->mem->free(o->decay);
     memset(o, 0, sizeof(*o));
 }
 

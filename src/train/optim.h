@@ -14,6 +14,7 @@ typedef struct adamw {
     double beta1, beta2, eps, weight_decay;
     int64_t step;        /* optimizer steps taken (bias correction) */
     int64_t numel;
+    const struct memory_ops *mem; /* the parameters' memory, where m, v and decay live too */
 } adamw;
 
 /* Weight decay applies to every parameter except 1-D ones, names ending in ".bias", and the

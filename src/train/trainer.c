@@ -13,11 +13,13 @@
 #include "../../models/model.h"
 #include "../core/arena.h"
 #include "../core/check.h"
+#include "../core/memory.h"
 #include "../core/precision.h"
 #include "../core/tape.h"
 #include "../core/threads.h"
 #include "../data/data.h"
 #include "../dist/dist.h"
+#include "../ops/backend.h"
 #include "../ops/ops.h"
 #include "checkpoint.h"
 #include "grad_sync.h"
@@ -46,6 +48,7 @@ typedef struct train_config {
     double ema_decay;
     bool diffusion; /* train.task "diffusion": the SiT transport objective; else "classify" */
     precision prec; /* train.precision: of the GEMMs (core/precision.h) */
+    const char *device; /* train.device: cpu, cuda or cuda:N (ops/backend.h) */
     const char *train_dir, *val_dir, *run_name, *out;
 } train_config;
 
@@ -83,6 +86,7 @@ static void train_config_read(train_config *t, config *c, const model_config *mc
     t->val_dir = config_str(c, "data.val", "", NULL);
     t->workers = config_int(c, "data.workers", 2, 1, 64);
     precision_parse(config_str(c, "train.precision", "fp32", precision_names), &t->prec);
+    t->device = config_str(c, "train.device", "cpu", NULL); /* checked where it is selected */
     t->epochs = config_int(c, "train.epochs", 300, 1, 100000);
     t->cooldown_epochs = config_int(c, "train.cooldown_epochs", 0, 0, 100000);
     t->warmup_epochs = config_int(c, "train.warmup_epochs", 20, 0, 100000);
@@ -142,13 +146,16 @@ eval_result evaluate(model *m, loader *l) {
     batch b;
     while (loader_next(l, &b)) {
         if (!b.n) continue; /* this rank's part of a short last batch, or only unreadable files */
-        tensor *x = tensor_wrap(b.images, 4, (int[]){b.n, mc->img_size, mc->img_size, mc->in_chans});
-        tensor *logits = model_forward(m, x, &fo);
+        int S = mc->img_size, K = mc->num_classes;
+        const float *images = backend_floats(b.images, (int64_t)b.n * S * S * mc->in_chans);
+        tensor *logits = model_forward(m, tensor_wrap((float *)images, 4, (int[]){b.n, S, S, mc->in_chans}), &fo);
         tensor *loss = op_cross_entropy_labels(logits, b.labels, 0.0f);
-        loss_sum += loss->data[0] * b.n;
-        int K = mc->num_classes;
+        float value;
+        loss_sum += *backend_read(&value, loss->data, 1) * b.n;
+        const float *scores = backend_read(arena_alloc(&vitc_arena, sizeof(float) * (size_t)b.n * K), logits->data,
+                                           (int64_t)b.n * K);
         for (int i = 0; i < b.n; i++) {
-            const float *row = logits->data + (size_t)i * K;
+            const float *row = scores + (size_t)i * K;
             float target = row[b.labels[i]];
             int above = 0; /* classes scoring higher than the true one (ties count against) */
             for (int k = 0; k < K; k++) above += row[k] > target || (row[k] == target && k < b.labels[i]);
@@ -194,7 +201,8 @@ eval_result evaluate_transport(model *m, loader *l, uint64_t seed, int batch_siz
         if (!b.n) continue;
         tensor *loss = transport_loss(m, b.images, b.labels, b.n, key, k * batch_size + offset,
                                       (forward_opts){.train = false});
-        loss_sum += (double)loss->data[0] * b.n;
+        float value;
+        loss_sum += (double)*backend_read(&value, loss->data, 1) * b.n;
         r.n += b.n;
         tape_reset();
         arena_reset(&vitc_arena);
@@ -246,6 +254,14 @@ void train_check_config(config *c) {
     read_all(c, &mc, &ac, &t);
 }
 
+/* A micro-batch ready for its step: the loader's batch, mixed (classification), with its images and
+ * soft targets as the kernels see them (on a device, copies under way: backend_stage) */
+typedef struct micro_batch {
+    batch b;
+    const float *images, *targets;
+    bool ready;
+} micro_batch;
+
 /* A run between its steps: what train_run opens, the epoch loop uses and train_run closes. */
 typedef struct run {
     train_config t;
@@ -256,7 +272,10 @@ typedef struct run {
     loader *train_l, *val_l;
     model *m;
     adamw opt;
-    float *ema, *targets; /* targets: the batch's soft labels (batch, classes) after mixup */
+    float *ema;             /* beside the parameters (their memory) */
+    float *targets;         /* the batch's soft labels (batch, classes) after mixup, on the host */
+    backend_stager *images_stage, *targets_stage; /* classification: the batches' way to the device */
+    micro_batch next;       /* fetched while the previous micro-batch computed */
     train_state st;
     lr_schedule sched;
     int steps_per_epoch, total_epochs;
@@ -359,12 +378,19 @@ static bool open_run_dir(run *r, bool resumed) {
  * an initialisation from the same seed or a resume from the same file, but then it is certain). */
 static void share_start(run *r) {
     if (dist_size() == 1) return;
-    size_t bytes = sizeof(float) * (size_t)r->m->ps.numel;
-    dist_broadcast(r->m->ps.data, bytes, 0);
-    dist_broadcast(r->opt.m, bytes, 0);
-    dist_broadcast(r->opt.v, bytes, 0);
+    const param_store *ps = &r->m->ps;
+    size_t bytes = sizeof(float) * (size_t)ps->numel;
+    /* device blocks travel through a host copy */
+    float *host = ps->mem == &host_memory ? NULL : xmalloc(bytes);
+    float *blocks[4] = {ps->data, r->opt.m, r->opt.v, r->ema};
+    for (int i = 0; i < 4; i++) {
+        if (!blocks[i]) continue;
+        float *staged = (float *)params_read(ps, host, blocks[i], ps->numel);
+        dist_broadcast(staged, bytes, 0);
+        params_write(ps, blocks[i], staged, ps->numel);
+    }
+    free(host);
     dist_broadcast(&r->opt.step, sizeof(r->opt.step), 0);
-    if (r->ema) dist_broadcast(r->ema, bytes, 0);
     dist_broadcast(&r->st, sizeof(r->st), 0);
 }
 
@@ -381,6 +407,11 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
         return false;
     }
     r->resolved = config_to_json(c);
+    char err[1536];
+    if (!backend_select(t->device, err, sizeof(err))) { /* before the first tensor */
+        fprintf(stderr, "error: train.device: %s\n", err);
+        return false;
+    }
     const char *why;
     if (!vitc_set_precision(t->prec, &why)) {
         fprintf(stderr, "error: train.precision %s: %s\n", precision_name(t->prec), why);
@@ -390,9 +421,10 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
     r->m = model_create(&r->mc, t->seed);
     adamw_init(&r->opt, &r->m->ps, t->weight_decay, t->beta1, t->beta2, t->eps);
     size_t param_bytes = sizeof(float) * (size_t)r->m->ps.numel;
+    const memory_ops *mem = r->m->ps.mem;
     if (t->ema) {
-        r->ema = xmalloc(param_bytes);
-        memcpy(r->ema, r->m->ps.data, param_bytes);
+        r->ema = mem->alloc(param_bytes);
+        mem->copy(r->ema, r->m->ps.data, param_bytes);
     }
     r->st = (train_state){.best_top1 = -1, .best_epoch = -1, .metrics_bytes = -1};
     if (o->resume && !resume_from(r, o->resume)) return false;
@@ -415,6 +447,10 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
                              (int64_t)t->warmup_epochs * r->steps_per_epoch,
                              (int64_t)t->epochs * r->steps_per_epoch};
     r->targets = xmalloc(sizeof(float) * (size_t)t->batch * r->mc.num_classes);
+    if (!t->diffusion) { /* diffusion draws its inputs from the host images (transport_loss) */
+        r->images_stage = backend_stager_create((int64_t)t->batch * r->mc.img_size * r->mc.img_size * r->mc.in_chans);
+        r->targets_stage = backend_stager_create((int64_t)t->batch * r->mc.num_classes);
+    }
     r->step_reduced = xmalloc(sizeof(double) * (size_t)(t->accum + 2));
     return !r->lead || open_run_dir(r, o->resume != NULL);
 }
@@ -434,9 +470,11 @@ static bool run_open(run *r, config *c, const train_options *o) {
 static void run_close(run *r) {
     if (r->metrics) fclose(r->metrics);
     free(r->targets);
+    backend_stager_free(r->images_stage);
+    backend_stager_free(r->targets_stage);
     free(r->step_reduced);
     grad_sync_free(r->sync);
-    free(r->ema);
+    if (r->ema) r->m->ps.mem->free(r->ema);
     free(r->resolved);
     cJSON_free(r->classes);
     loader_free(r->train_l);
@@ -447,20 +485,42 @@ static void run_close(run *r) {
     dataset_free(&r->val_ds);
 }
 
+/* mixup and drop path draw from (seed, micro-batch k of the run): a resumed run draws the same */
+static uint64_t micro_stream(const train_config *t, int64_t k) { return t->seed * 1000003u + (uint64_t)k; }
+
+/* micro-batch k of the run from the loader into r->next: classification mixes it on the host (every
+ * rank its own part of the batch, with the same draws) and starts its move to the device; diffusion
+ * draws its inputs from the host images in transport_loss */
+static void fetch_micro_batch(run *r, int64_t k) {
+    const train_config *t = &r->t;
+    int K = r->mc.num_classes, S = r->mc.img_size, C = r->mc.in_chans;
+    micro_batch *mb = &r->next;
+    CHECK(loader_next(r->train_l, &mb->b), "the training loader ended before step %lld", (long long)(k / t->accum));
+    if (!t->diffusion) {
+        rng g;
+        rng_seed(&g, micro_stream(t, k), RNG_MIXUP);
+        mixup_apply(&t->mix, mb->b.images, mb->b.n, S, S, C, mb->b.labels, K, r->targets, &g);
+        mb->images = backend_stage(r->images_stage, mb->b.images, (int64_t)mb->b.n * S * S * C);
+        mb->targets = backend_stage(r->targets_stage, r->targets, (int64_t)mb->b.n * K);
+    }
+    mb->ready = true;
+}
+
 /* one optimizer step: train.accum_steps micro-batches forward and backward, clipping, AdamW, EMA;
  * false (after the error) on a non-finite loss, which leaves the last checkpoint as it was */
 static bool train_step(run *r, int epoch) {
     const train_config *t = &r->t;
     int K = r->mc.num_classes, S = r->mc.img_size, C = r->mc.in_chans;
     int skipped = 0;
+    const int64_t epoch_end = (int64_t)(epoch + 1) * r->steps_per_epoch * t->accum; /* in micro-batches */
     for (int micro = 0; micro < t->accum; micro++) {
-        batch b;
-        CHECK(loader_next(r->train_l, &b), "the training loader ended before step %lld", (long long)r->st.step);
-        skipped += b.skipped;
-        /* mixup and drop path draw from (seed, micro-batch): a resumed run draws the same. Every rank
-         * mixes its own part of the batch with the same draws; drop path draws per sample of the
-         * whole batch, as one process does */
-        uint64_t stream = t->seed * 1000003u + (uint64_t)(r->st.step * t->accum + micro);
+        const int64_t k = r->st.step * t->accum + micro;
+        if (!r->next.ready) fetch_micro_batch(r, k);
+        micro_batch mb = r->next;
+        r->next.ready = false;
+        skipped += mb.b.skipped;
+        /* drop path draws per sample of the whole batch, as one process does */
+        uint64_t stream = micro_stream(t, k);
         rng g;
         int64_t first_sample = (int64_t)dist_rank() * (t->batch / dist_size());
         tensor *loss;
@@ -472,19 +532,18 @@ static bool train_step(run *r, int epoch) {
             uint64_t key = rng_u64(&g);
             rng_seed(&g, stream, RNG_DROP_PATH);
             g.first_sample = first_sample;
-            loss = transport_loss(r->m, b.images, b.labels, b.n, key, first_sample,
+            loss = transport_loss(r->m, mb.b.images, mb.b.labels, mb.b.n, key, first_sample,
                                   (forward_opts){.train = true, .rng = &g});
         } else {
-            rng_seed(&g, stream, RNG_MIXUP);
-            mixup_apply(&t->mix, b.images, b.n, S, S, C, b.labels, K, r->targets, &g);
             rng_seed(&g, stream, RNG_DROP_PATH);
             g.first_sample = first_sample;
             forward_opts fo = {.train = true, .rng = &g};
-            tensor *x = tensor_wrap(b.images, 4, (int[]){b.n, S, S, C});
-            tensor *y = tensor_wrap(r->targets, 2, (int[]){b.n, K});
+            tensor *x = tensor_wrap((float *)mb.images, 4, (int[]){mb.b.n, S, S, C});
+            tensor *y = tensor_wrap((float *)mb.targets, 2, (int[]){mb.b.n, K});
             loss = op_cross_entropy(model_forward(r->m, x, &fo), y);
         }
-        float lv = loss->data[0];
+        float lv;
+        lv = *backend_read(&lv, loss->data, 1);
         if (!isfinite(lv)) {
             fprintf(stderr, "\nerror: loss is %s at epoch %d, step %lld: stopping; the last good "
                     "checkpoint (%s) is kept\n", isnan(lv) ? "NaN" : "Inf", epoch + 1,
@@ -495,9 +554,15 @@ static bool train_step(run *r, int epoch) {
         bool last_micro = micro == t->accum - 1;
         if (r->sync && last_micro) grad_sync_arm(r->sync);
         tape_backward_consuming(loss, &seed_grad);
+        /* the next micro-batch of the epoch is read, mixed and moved while this one's backward
+         * computes on a device (the loader's batch it replaces is no longer read: on the CPU the
+         * backward is done, on a device it reads the copies) */
+        if (k + 1 < epoch_end) fetch_micro_batch(r, k + 1);
         if (r->sync && last_micro) grad_sync_finish(r->sync);
         tape_reset();
-        r->mem = vitc_arena.peak + (size_t)r->m->ps.numel * 4 * (t->ema ? 5 : 4);
+        const arena *data = vitc_data_arena();
+        r->mem = vitc_arena.peak + (data != &vitc_arena ? data->peak : 0) +
+                 (size_t)r->m->ps.numel * 4 * (t->ema ? 5 : 4);
         arena_reset(&vitc_arena);
         r->step_reduced[micro] = lv;
         r->st.epoch_batches++;
@@ -595,12 +660,13 @@ static void evaluate_run(run *r, eval_result *raw, eval_result *ev_ema) {
     *raw = evaluate_one(r);
     if (!r->ema) return;
     size_t bytes = sizeof(float) * (size_t)r->m->ps.numel;
-    float *keep = xmalloc(bytes);
-    memcpy(keep, r->m->ps.data, bytes);
-    memcpy(r->m->ps.data, r->ema, bytes);
+    const memory_ops *mem = r->m->ps.mem;
+    float *keep = mem->alloc(bytes);
+    mem->copy(keep, r->m->ps.data, bytes);
+    mem->copy(r->m->ps.data, r->ema, bytes);
     *ev_ema = evaluate_one(r);
-    memcpy(r->m->ps.data, keep, bytes);
-    free(keep);
+    mem->copy(r->m->ps.data, keep, bytes);
+    mem->free(keep);
 }
 
 /* validation, the epoch's summary (metrics and terminal), last and best checkpoints */

@@ -6,6 +6,7 @@
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/tape.h"
+#include "../ops/backend.h"
 #include "../ops/ops.h"
 
 void transport_draw(const float *x1, int B, int64_t per, uint64_t key, int64_t first_sample,
@@ -29,12 +30,18 @@ tensor *transport_loss(model *m, const float *x1, const int *y, int B, uint64_t 
                        int64_t first_sample, forward_opts fo) {
     const model_config *mc = &m->cfg;
     int S = mc->img_size, C = mc->in_chans;
-    int64_t per = (int64_t)S * S * C;
-    tensor *xt = TENSOR(B, S, S, C), *u = TENSOR(B, S, S, C), *t = TENSOR(B);
-    transport_draw(x1, B, per, key, first_sample, t->data, xt->data, u->data);
-    fo.t = t->data;
+    int64_t per = (int64_t)S * S * C, n = B * per;
+    /* drawn on the host (the same draws on every device), then moved where the kernels run; the
+     * model reads t on the host */
+    float *t = arena_alloc(&vitc_arena, sizeof(float) * (size_t)B);
+    float *xt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)n);
+    float *u = arena_alloc(&vitc_arena, sizeof(float) * (size_t)n);
+    transport_draw(x1, B, per, key, first_sample, t, xt, u);
+    fo.t = t;
     fo.y = y;
-    return op_mse(model_forward(m, xt, &fo), u);
+    int shape[4] = {B, S, S, C};
+    tensor *v = model_forward(m, tensor_wrap((float *)backend_floats(xt, n), 4, shape), &fo);
+    return op_mse(v, tensor_wrap((float *)backend_floats(u, n), 4, shape));
 }
 
 sampler_opts sampler_defaults(sampler_kind kind) {
@@ -60,18 +67,21 @@ void transport_net_velocity(void *ctx, const float *x, float t, int B, float *v)
     CHECK(!guide || mc->class_dropout_prob > 0,
           "%s: guidance needs the null class (model.class_dropout_prob > 0)", mc->name);
     int R = guide ? 2 * B : B;
-    tensor *in = TENSOR(R, S, S, C);
-    float *ts = TENSOR(R)->data;
+    float *in = arena_alloc(&vitc_arena, sizeof(float) * (size_t)R * per); /* on the host */
+    float *ts = arena_alloc(&vitc_arena, sizeof(float) * (size_t)R);
     int *ys = arena_alloc(&vitc_arena, sizeof(int) * (size_t)R);
     for (int r = 0; r < R; r++) {
-        memcpy(in->data + (size_t)r * per, x + (size_t)(r % B) * per, sizeof(float) * (size_t)per);
+        memcpy(in + (size_t)r * per, x + (size_t)(r % B) * per, sizeof(float) * (size_t)per);
         ts[r] = t;
         ys[r] = r < B ? n->y[r] : mc->num_classes; /* the second half: the null class */
     }
     forward_opts fo = {.train = false, .t = ts, .y = ys};
-    tensor *out = model_forward(n->m, in, &fo);
-    if (guide) transport_cfg_combine(out->data, B, per, C, n->guided_chans, n->cfg, v);
-    else memcpy(v, out->data, sizeof(float) * (size_t)B * per);
+    tensor *images = tensor_wrap((float *)backend_floats(in, R * per), 4, (int[]){R, S, S, C});
+    tensor *out = model_forward(n->m, images, &fo);
+    float *host = guide ? arena_alloc(&vitc_arena, sizeof(float) * (size_t)R * per) : v;
+    const float *o = backend_read(host, out->data, R * per);
+    if (guide) transport_cfg_combine(o, B, per, C, n->guided_chans, n->cfg, v);
+    else if (o != v) memcpy(v, o, sizeof(float) * (size_t)B * per);
     tape_reset();
     arena_reset(&vitc_arena);
     tape_set_grad_enabled(prev);

@@ -16,6 +16,13 @@ bool cuda_test_device(void) {
     return state == 1;
 }
 
+extern const kernel_table cuda_kernels; /* src/ops/kernels_cuda.c */
+
+const char *cuda_test_missing_kernels(void) {
+    static char names[4096];
+    return backend_missing_kernels(&cuda_kernels, names, sizeof(names)) ? names : NULL;
+}
+
 static void select_device(const char *name) {
     char err[512];
     CHECK(backend_select_partial(name, err, sizeof(err)), "%s", err);
@@ -43,7 +50,10 @@ double device_check(const char *name, device_check_fn f, const void *ctx, int n_
     tape_set_grad_enabled(true);
     tape_reset();
     bool any_grad = false;
-    for (int i = 0; i < n_in; i++) any_grad |= inputs[i] && inputs[i]->requires_grad;
+    for (int i = 0; i < n_in; i++) {
+        any_grad |= inputs[i] && inputs[i]->requires_grad;
+        if (inputs[i]) inputs[i]->grad = NULL; /* an earlier check's: the backward would add to it */
+    }
     tensor *out = f(inputs, ctx);
     float *out_cpu = host_copy(out->data, out->numel), *seed = xmalloc(sizeof(float) * (size_t)out->numel);
     rng r;

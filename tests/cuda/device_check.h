@@ -11,9 +11,24 @@ bool cuda_test_device(void);
         if (!cuda_test_device()) SKIP("no CUDA device");                                           \
     } while (0)
 
+/* The kernels the CUDA table lacks, comma-separated (NULL when it has them all). */
+const char *cuda_test_missing_kernels(void);
+/* Skips a test that runs whole models on the device (they may call any kernel) while the table lacks
+ * some, naming them. */
+#define REQUIRE_ALL_KERNELS()                                                                      \
+    do {                                                                                           \
+        REQUIRE_DEVICE();                                                                          \
+        const char *missing_ = cuda_test_missing_kernels();                                        \
+        if (missing_) {                                                                            \
+            printf("    the CUDA table lacks: %s\n", missing_);                                    \
+            SKIP("the CUDA table lacks kernels (named above)");                                    \
+        }                                                                                          \
+    } while (0)
+
 typedef tensor *(*device_check_fn)(tensor **inputs, const void *ctx);
 
-/* Runs f on the CPU inputs (their requires_grad says which gradients to compare; no gradient yet),
+/* Runs f on the CPU inputs (their requires_grad says which gradients to compare; a gradient they
+ * hold from an earlier check is dropped first, so inputs can serve several checks),
  * then on device copies of them, seeds both backwards with one random gradient of the output and
  * returns the worst of max |device - cpu| / max |cpu| over the output and the gradients, printing
  * each. f must draw any randomness it needs from ctx afresh on each call. The CPU is selected again

@@ -19,6 +19,7 @@
 #include "cpu/elementwise.h"
 #include "cpu/matmul.h"
 #include "cpu/norm.h"
+#include "cpu/train_step.h"
 #include "cuda/device.h"
 #include "cuda/elementwise.h"
 #include "cuda/loss.h"
@@ -299,6 +300,46 @@ TEST(cuda_kernel_cross_entropy) {
     float *dbufs[] = {logits_, target_, grad_, probs_, rows_, loss_, dloss_};
     for (size_t i = 0; i < sizeof(dbufs) / sizeof(dbufs[0]); i++) cuda_free(dbufs[i]);
     free(grad);
+}
+
+TEST(cuda_kernel_clip_and_ema) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 42, RNG_TEST);
+    /* more floats than fit evenly in SUM_SQUARES_CHUNKS, then fewer than the chunks */
+    const size_t sizes[] = {100003, 5};
+    for (int k = 0; k < 2; k++) {
+        const size_t n = sizes[k];
+        float *g = host_randn(n, 2.0f, 0.1f), *p = host_randn(n, 1, 0), *ema = host_randn(n, 1, 0);
+        float *g_ = dev_from(g, n), *p_ = dev_from(p, n), *ema_ = dev_from(ema, n);
+        double cpu = sum_squares(g, (int64_t)n), dev = cuda_sum_squares(g_, (int64_t)n);
+        printf("    sum_squares of %zu  rel err %.2e\n", n, fabs(dev - cpu) / cpu);
+        expect(fabs(dev - cpu) <= 1e-12 * cpu, "sum_squares: the device's double sum differs from the CPU's");
+        expect(cuda_sum_squares(g_, (int64_t)n) == dev, "sum_squares: another value on the second run");
+        scale_floats(g, (int64_t)n, 0.37f);
+        cuda_scale_floats(g_, (int64_t)n, 0.37f);
+        compare("scaled", g_, g, n);
+        ema_update_flat(ema, p, (int64_t)n, 0.9);
+        cuda_ema_update_flat(ema_, p_, (int64_t)n, 0.9);
+        compare("ema", ema_, ema, n);
+        free(g), free(p), free(ema), cuda_free(g_), cuda_free(p_), cuda_free(ema_);
+    }
+    expect(cuda_sum_squares(NULL, 0) == 0, "the sum of no squares is 0");
+}
+
+TEST(cuda_stager_moves_batches_in_turn) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 42, RNG_TEST);
+    const size_t n = 1000;
+    float *a = host_randn(n, 1, 0), *b = host_randn(n, 1, 0), *c = host_randn(n, 1, 0);
+    cuda_stager *s = cuda_stager_create(n);
+    const float *da = cuda_stage(s, a, n), *db = cuda_stage(s, b, 700);
+    expect(da != db, "two batches in a row go to two device buffers");
+    compare("first", da, a, n);
+    compare("second", db, b, 700);
+    expect(cuda_stage(s, c, n) == da, "the third batch takes the first one's buffer");
+    compare("third", da, c, n);
+    cuda_stager_free(s);
+    free(a), free(b), free(c);
 }
 
 /* ---- host-only test ---- */

@@ -1,6 +1,8 @@
-"""PyTorch side of tools/bench.sh: the model of a resolved vitc model section (JSON on argv[1])
-timed like tools/bench.c — synthetic input, warm-up then the median of several runs of a training
-step (forward, backward, AdamW) or of inference — in fp32 or with bf16 autocast (argv[6]).
+"""PyTorch side of tools/bench.sh and tools/cuda_check.sh: the model of a resolved vitc model section
+(JSON on argv[1]) timed like tools/bench.c — synthetic input, warm-up then the median of several
+runs of a training step (forward, backward, AdamW) or of inference — in fp32, with bf16 autocast, or
+on CUDA in TF32 (argv[6]), eager, on the CPU or on CUDA (argv[7]). On CUDA, fp32 and bf16 keep
+TF32 off (matmul and cuDNN), tf32 turns both on, and each timed run ends with a synchronize.
 
 The reference is what a user would run instead: timm's own model where timm has the architecture
 (its attention goes through torch's fused scaled_dot_product_attention), else the reference module
@@ -44,7 +46,14 @@ def main():
     cfg = json.loads(sys.argv[1])
     mode, batch, iters, threads = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     precision = sys.argv[6] if len(sys.argv) > 6 else "fp32"
+    device = sys.argv[7] if len(sys.argv) > 7 else "cpu"
+    if precision not in ("fp32", "bf16", "tf32") or (precision == "tf32" and device != "cuda"):
+        sys.exit(f"bench_torch.py: precision {precision} on {device}: expected fp32, bf16 or (on cuda) tf32")
     torch.set_num_threads(threads)
+    cuda = device == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
     model, reference = timm_model(cfg)
     if model is None:
         model, reference = BUILDERS[cfg["arch"]](cfg), f"tools/ref {cfg['arch']}"
@@ -52,10 +61,13 @@ def main():
     else:
         x = torch.randn(batch, cfg.get("in_chans", 3), cfg["img_size"], cfg["img_size"])
     y = torch.zeros(batch, dtype=torch.long)
+    model, x, y = model.to(device), x.to(device), y.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16")
     times = []
     for it in range(iters + 2):
+        if cuda:
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         if mode == "train":
             model.train()
@@ -68,14 +80,20 @@ def main():
             model.eval()
             with torch.no_grad(), autocast:
                 model(x)
+        if cuda:
+            torch.cuda.synchronize()
         if it >= 2:
             times.append(time.perf_counter() - t0)
     times.sort()
     med = times[len(times) // 2]
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(json.dumps({"median_s": med, "img_s": batch / med, "peak_rss_mib": rss, "precision": precision,
-                      "reference": reference, "torch_version": torch.__version__,
-                      "backend": torch.__config__.parallel_info().split("\n")[0]}))
+    out = {"median_s": med, "img_s": batch / med, "peak_rss_mib": rss, "precision": precision,
+           "reference": reference, "torch_version": torch.__version__, "device": device,
+           "backend": torch.__config__.parallel_info().split("\n")[0]}
+    if cuda:
+        out["gpu"] = torch.cuda.get_device_name()
+        out["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

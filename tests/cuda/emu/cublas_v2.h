@@ -25,3 +25,24 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          const float *alpha, const float *A, int lda, long long sa,
                                          const float *B, int ldb, long long sb, const float *beta,
                                          float *C, int ldc, long long sc, int batch);
+
+/* The mixed-precision products (cublasGemmEx): fp32 or bf16 operands (library_types.h's types),
+ * fp32 output; the compute types of fp32 sums, and of fp32 operands rounded to TF32 first. The
+ * stand-in converts every operand as the hardware reads it (bf16 exactly; fp32 under FAST_TF32 to
+ * 10 mantissa bits, to nearest with ties away from zero, as cvt.rna.tf32.f32), then sums in double. */
+typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType a_type,
+                            int lda, const void *B, cudaDataType b_type, int ldb, const void *beta,
+                            void *C, cudaDataType c_type, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType a_type,
+                                          int lda, long long sa, const void *B,
+                                          cudaDataType b_type, int ldb, long long sb,
+                                          const void *beta, void *C, cudaDataType c_type, int ldc,
+                                          long long sc, int batch, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t algo);

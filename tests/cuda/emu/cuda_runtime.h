@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <functional>
 
@@ -57,6 +58,11 @@ template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask
 }
 
 inline float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
+inline unsigned __float_as_uint(float x) {
+    unsigned u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
 
 typedef enum {
     cudaSuccess = 0,
@@ -90,3 +96,45 @@ cudaError_t cudaFree(void *p);
 cudaError_t cudaMemset(void *p, int value, size_t bytes);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaDeviceSynchronize(void);
+
+/* Streams and events: every call runs to its end when it is made, so work is always in order and
+ * these only need to exist. */
+typedef struct emu_stream *cudaStream_t;
+typedef struct emu_event *cudaEvent_t;
+enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
+
+/* Device: p points into a cudaMalloc'd block; Unregistered: anything else (host memory). */
+enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3,
+};
+struct cudaPointerAttributes {
+    cudaMemoryType type;
+    int device;
+    void *devicePointer, *hostPointer;
+};
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p);
+
+/* Pinned host memory is host memory here; an asynchronous copy is done when the call returns. */
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+/* a __device__ variable is a host variable here */
+template <typename T>
+inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &symbol, size_t bytes, size_t offset = 0,
+                                        cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
+    (void)kind;
+    memcpy(dst, (const char *)&symbol + offset, bytes);
+    return cudaSuccess;
+}

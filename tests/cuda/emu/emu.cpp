@@ -200,6 +200,73 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 
+/* ---- streams and events (see cuda_runtime.h): distinct handles, nothing to wait for ---- */
+
+struct emu_stream {
+    int unused;
+};
+struct emu_event {
+    int unused;
+};
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    (void)flags;
+    *s = new emu_stream();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    (void)s;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    (void)flags;
+    *e = new emu_event();
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    (void)s;
+    return e ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+    (void)s, (void)flags;
+    return e ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+
+/* the block whose data holds p: the last allocation starting at or below p, if p is before its end */
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
+    memset(a, 0, sizeof(*a));
+    auto it = allocations.upper_bound(const_cast<void *>(p));
+    if (it != allocations.begin() && (const char *)p < (--it)->second.base + it->second.len) {
+        a->type = cudaMemoryTypeDevice;
+        a->devicePointer = const_cast<void *>(p);
+    }
+    return cudaSuccess;
+}
+
+/* ---- pinned host memory and asynchronous copies (see cuda_runtime.h) ---- */
+
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t s) {
+    (void)s;
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : fail(cudaErrorInvalidValue); }
+
 /* ---- cuBLAS ---- */
 
 struct emu_blas {
@@ -259,4 +326,65 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            const float *B, int ldb, const float *beta, float *C, int ldc) {
     return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc,
                                      0, 1);
+}
+
+/* element i of an operand of type t as the tensor cores read it under `compute` */
+static float operand_at(const void *p, cudaDataType t, size_t i, cublasComputeType_t compute) {
+    uint32_t u;
+    if (t == CUDA_R_16BF) {
+        u = (uint32_t)((const uint16_t *)p)[i] << 16;
+    } else {
+        memcpy(&u, (const float *)p + i, sizeof u);
+        if (compute == CUBLAS_COMPUTE_32F_FAST_TF32 && (u & 0x7f800000u) != 0x7f800000u)
+            u = (u + 0x1000u) & 0xffffe000u; /* half an ulp of 10 bits onto the magnitude, cut */
+    }
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType a_type,
+                                          int lda, long long sa, const void *B,
+                                          cudaDataType b_type, int ldb, long long sb,
+                                          const void *beta, void *C, cudaDataType c_type, int ldc,
+                                          long long sc, int batch, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t algo) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    device_window open;
+    const int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
+    /* the combinations src/cuda uses: fp32 or bf16 operands of one type, fp32 output */
+    const bool types = a_type == b_type && c_type == CUDA_R_32F &&
+                       (compute == CUBLAS_COMPUTE_32F ||
+                        (compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a_type == CUDA_R_32F));
+    if (!types || algo != CUBLAS_GEMM_DEFAULT || m < 0 || n < 0 || k < 0 || batch < 0 ||
+        lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) || ldc < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    for (int s = 0; s < batch; s++) {
+        float *c = (float *)C + s * sc;
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double acc = 0;
+                for (int l = 0; l < k; l++) {
+                    size_t ia = ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda;
+                    size_t ib = tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb;
+                    acc += (double)operand_at(A, a_type, s * sa + ia, compute) *
+                           operand_at(B, b_type, s * sb + ib, compute);
+                }
+                float *o = &c[i + (size_t)j * ldc];
+                *o = (float)(al * acc + (be == 0 ? 0.0 : (double)be * *o));
+            }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType a_type,
+                            int lda, const void *B, cudaDataType b_type, int ldb, const void *beta,
+                            void *C, cudaDataType c_type, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo) {
+    return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, a_type, lda, 0, B, b_type, ldb,
+                                      0, beta, C, c_type, ldc, 0, 1, compute, algo);
 }
