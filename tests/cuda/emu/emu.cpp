@@ -1,10 +1,8 @@
 /* The CPU stand-in for the CUDA runtime and cuBLAS (see cuda_runtime.h): one emulated device,
- * blocks run one after another, the threads of a block as ucontext fibers that switch at every
- * barrier. */
+ * blocks run one after another, the threads of a block as fibers that switch at every barrier. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <map>
@@ -45,24 +43,76 @@ struct device_window {
 /* ---- kernel launches ---- */
 
 enum { FIBER_STACK = 64 << 10, MAX_THREADS = 1024 };
+
+/* A fiber switch saves the callee-saved registers on the fiber's stack and swaps stack pointers.
+ * ucontext's swapcontext also saves the signal mask with a system call at every switch, which made
+ * that call most of the emulator's time (a block of 256 threads switches 256 times per barrier). */
+#if !defined(__x86_64__)
+#error "the CUDA emulator's fiber switch is written for x86-64"
+#endif
+extern "C" void emu_switch(void **save_sp, void *load_sp);
+extern "C" void emu_fiber_start(void);
+asm(R"(
+    .text
+    .globl emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+    .globl emu_fiber_start
+    .type emu_fiber_start, @function
+emu_fiber_start:
+    call emu_fiber_main
+    ud2
+    .size emu_fiber_start, .-emu_fiber_start
+)");
+
 struct fiber {
-    ucontext_t ctx;
+    void *sp;
     bool done, waiting;
 };
-static ucontext_t scheduler;
+static void *scheduler;
 static fiber fibers[MAX_THREADS];
 static std::vector<char> stacks;
 static const std::function<void()> *body;
 static unsigned current;
 
-static void fiber_main(void) {
+/* every fiber starts here (emu_fiber_start calls it on the fiber's stack) and ends by switching back
+ * to the scheduler for good */
+extern "C" void emu_fiber_main(void) {
     (*body)();
-    fibers[current].done = true; /* returning resumes the scheduler (uc_link) */
+    fibers[current].done = true;
+    void *unused;
+    emu_switch(&unused, scheduler);
+}
+
+/* a fresh fiber on stack [lo, lo + bytes): emu_switch's six registers, then emu_fiber_start as the
+ * return address, placed so that the call it makes sees the stack the ABI expects */
+static void *fiber_new(char *lo, size_t bytes) {
+    uintptr_t top = ((uintptr_t)lo + bytes) & ~(uintptr_t)15;
+    void **sp = (void **)(top - 16); /* 16-aligned after emu_switch's ret pops the start address */
+    *--sp = (void *)emu_fiber_start;
+    for (int r = 0; r < 6; r++) *--sp = NULL;
+    return sp;
 }
 
 void __syncthreads(void) {
     fibers[current].waiting = true;
-    swapcontext(&fibers[current].ctx, &scheduler);
+    emu_switch(&fibers[current].sp, scheduler);
 }
 
 static void run_blocks(dim3 grid, dim3 block, const std::function<void()> &fn) {
@@ -75,20 +125,15 @@ static void run_blocks(dim3 grid, dim3 block, const std::function<void()> &fn) {
     for (unsigned b = 0; b < grid.x; b++) {
         blockIdx = dim3(b);
         for (unsigned t = 0; t < block.x; t++) {
-            fiber *f = &fibers[t];
-            getcontext(&f->ctx);
-            f->ctx.uc_stack.ss_sp = &stacks[(size_t)t * FIBER_STACK];
-            f->ctx.uc_stack.ss_size = FIBER_STACK;
-            f->ctx.uc_link = &scheduler;
-            makecontext(&f->ctx, fiber_main, 0);
-            f->done = f->waiting = false;
+            fibers[t].sp = fiber_new(&stacks[(size_t)t * FIBER_STACK], FIBER_STACK);
+            fibers[t].done = fibers[t].waiting = false;
         }
         /* each round runs every live thread to its next barrier or its end, then releases them */
         for (unsigned live = block.x; live > 0;) {
             for (unsigned t = 0; t < block.x; t++) {
                 if (fibers[t].done || fibers[t].waiting) continue;
                 current = t, threadIdx = dim3(t);
-                swapcontext(&scheduler, &fibers[t].ctx);
+                emu_switch(&scheduler, fibers[t].sp);
                 if (fibers[t].done) live--;
             }
             CHECK(live == 0 || live == block.x,
