@@ -17,13 +17,14 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: train --config FILE [--set key=value]... [--resume CKPT] [--threads N]\n"
-            "             [--precision fp32|bf16] [--out DIR] [--quiet] [--summary] [--device cpu|cuda[:N]]\n"
+            "             [--precision fp32|bf16|tf32] [--out DIR] [--quiet] [--summary] [--device cpu|cuda[:N]]\n"
             "  --config FILE   JSON config; a bare name is also looked up in configs/ (e.g. agent_swin_t)\n"
             "  --set k=v       override one key, e.g. --set train.lr=1e-3 --set model.attn=agent\n"
             "  --resume CKPT   continue a run from its checkpoint exactly\n"
             "  --threads N     OpenMP/OpenBLAS threads (default: OMP_NUM_THREADS or all cores)\n"
-            "  --precision P   fp32 (default) or bf16: the GEMMs' operands in bfloat16, summed in fp32\n"
-            "                  (needs AVX512_BF16); weights, optimizer and statistics stay fp32\n"
+            "  --precision P   fp32 (default), bf16 (the GEMMs' operands in bfloat16, summed in fp32; on the\n"
+            "                  CPU it needs AVX512_BF16) or tf32 (tensor-core GEMMs, --device cuda only);\n"
+            "                  weights, optimizer and statistics stay fp32\n"
             "  --out DIR       run directories go to DIR/<run.name> (default checkpoints/)\n"
             "  --quiet         no progress bar\n"
             "  --summary       print the module tree, parameters, MACs and activation memory, then exit\n"
