@@ -100,10 +100,6 @@ extern "C" void cuda_to_host(float *dst, const float *src, size_t n) {
     if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
-extern "C" void cuda_copy_floats(float *dst, const float *src, size_t n) {
-    if (n) CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
-}
-
 extern "C" void cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 
 struct stager_slot {

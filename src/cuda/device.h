@@ -22,11 +22,10 @@ const char *cuda_device_name(char *buf, size_t n);
 float *cuda_alloc_floats(size_t n);
 void cuda_free(void *p); /* NULL is fine */
 void cuda_zero_floats(float *dst, size_t n);
-/* Copies of n floats: host to device, device to host, device to device. The first two wait for the
+/* Copies of n floats: host to device, device to host. Both wait for the
  * work queued before them, so a copy to the host sees every kernel launched earlier. */
 void cuda_to_device(float *dst, const float *src, size_t n);
 void cuda_to_host(float *dst, const float *src, size_t n);
-void cuda_copy_floats(float *dst, const float *src, size_t n);
 /* Waits for every queued kernel; a fault inside one is reported here. */
 void cuda_sync(void);
 

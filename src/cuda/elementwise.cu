@@ -244,7 +244,7 @@ static __global__ void add_scalar_kernel(float *out, const float *x, float s, in
 extern "C" void cuda_accumulate(float *dst, const float *src, int64_t n) {
     launch_flat(accumulate_kernel, n, dst, src, n);
 }
-extern "C" void cuda_copy_floats_n(float *dst, const float *src, int64_t n) {
+extern "C" void cuda_copy_floats(float *dst, const float *src, int64_t n) {
     launch_flat(copy_kernel, n, dst, src, n);
 }
 extern "C" void cuda_scale_forward(float *out, const float *x, float s, int64_t n) {

@@ -20,8 +20,8 @@ void cuda_broadcast_reduce(float *g_in, const float *g_out, const int *in5, cons
 void cuda_expand_forward(float *out, const float *x, const int *in5, const int *out5);
 
 void cuda_accumulate(float *dst, const float *src, int64_t n); /* dst += src */
-/* the table's copy_floats (device.h's cuda_copy_floats, a memcpy, counts in size_t) */
-void cuda_copy_floats_n(float *dst, const float *src, int64_t n);
+/* dst = src, n floats of device memory */
+void cuda_copy_floats(float *dst, const float *src, int64_t n);
 void cuda_scale_forward(float *out, const float *x, float s, int64_t n);
 void cuda_scale_backward(float *dx, const float *dout, float s, int64_t n);
 void cuda_add_scalar_forward(float *out, const float *x, float s, int64_t n);

@@ -24,7 +24,7 @@ const kernel_table cuda_kernels = {
     CUDA_KERNEL(gelu_backward) CUDA_KERNEL(gelu_value_and_slope) CUDA_KERNEL(relu_forward)
     CUDA_KERNEL(relu_backward) CUDA_KERNEL(softplus_forward) CUDA_KERNEL(softplus_backward)
     CUDA_KERNEL(pow_forward) CUDA_KERNEL(pow_backward)
-    .copy_floats = cuda_copy_floats_n, /* cuda_copy_floats is device.h's memcpy, counting in size_t */
+    CUDA_KERNEL(copy_floats)
     /* loss */
     CUDA_KERNEL(cross_entropy_forward) CUDA_KERNEL(cross_entropy_backward) CUDA_KERNEL(label_targets)
     CUDA_KERNEL(mse_forward) CUDA_KERNEL(mse_backward)
