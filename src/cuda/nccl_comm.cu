@@ -72,16 +72,6 @@ extern "C" void cuda_nccl_wait(void) {
     if (comm) CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-static __global__ void scale_kernel(float *x, int64_t n, float s) {
-    GRID_STRIDE_LOOP(i, n) x[i] *= s;
-}
-
-extern "C" void cuda_nccl_scale(float *x, int64_t n, float s) {
-    if (n == 0) return;
-    scale_kernel<<<flat_blocks(n), FLAT_THREADS>>>(x, n, s);
-    CUDA_LAUNCHED();
-}
-
 extern "C" void cuda_nccl_broadcast(void *x, size_t bytes, int root) {
     if (bytes == 0) return;
     after_queued_work();

@@ -29,8 +29,6 @@ void cuda_nccl_free(void);
 void cuda_nccl_sum_start(float *x, int64_t n);
 /* Waits on the host until every sum started has finished. */
 void cuda_nccl_wait(void);
-/* x[i] *= s over n floats of device memory (after the sums: cuda_nccl_wait first). */
-void cuda_nccl_scale(float *x, int64_t n, float s);
 /* Broadcasts bytes of device memory from rank root to every rank, after the kernels queued before
  * it; returns when this rank's copy has arrived. */
 void cuda_nccl_broadcast(void *x, size_t bytes, int root);

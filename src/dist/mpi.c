@@ -12,6 +12,7 @@
 #ifdef VITC_CUDA
 #include "../core/memory.h"
 #include "../cuda/nccl_comm.h"
+#include "../cuda/train_step.h"
 #endif
 
 static bool active; /* MPI initialised: launched by mpirun */
@@ -221,7 +222,7 @@ void dist_reducer_finish(dist_reducer *r, float scale) {
         cuda_nccl_wait(); /* on a GPU also the kernels queued before the last bucket */
         r->wait_s += MPI_Wtime() - t0;
         r->next = 0;
-        if (scale != 1.0f) cuda_nccl_scale(r->grad, r->n, scale);
+        if (scale != 1.0f) cuda_scale_floats(r->grad, r->n, scale);
         return;
     }
 #endif

@@ -17,6 +17,7 @@
 #include "core/safetensors.h"
 #include "cuda/device.h"
 #include "cuda/nccl_comm.h"
+#include "cuda/train_step.h"
 #include "device_check.h"
 #include "dist/dist.h"
 #include "ops/backend.h"
@@ -61,7 +62,7 @@ TEST(cuda_nccl_one_rank) {
     cuda_nccl_sum_start(d + 2000, n - 2000);
     cuda_nccl_sum_start(d, 2000);
     cuda_nccl_wait();
-    cuda_nccl_scale(d, n, 0.25f);
+    cuda_scale_floats(d, n, 0.25f);
     cuda_nccl_broadcast(d, sizeof(float) * n, 0);
     int64_t bad = mismatches(d, want, n);
     printf("    sum, scale, broadcast: %lld of %lld floats differ\n", (long long)bad, (long long)n);
