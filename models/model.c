@@ -9,12 +9,17 @@
 #include "../src/nn/layers.h"
 
 static const backbone *const backbones[] = {&backbone_deit, &backbone_swin, &backbone_pvt,
-                                            &backbone_pvt_v2, &backbone_cswin, &backbone_sit};
+                                            &backbone_pvt_v2, &backbone_cswin, &backbone_sit,
+                                            &backbone_dit};
 
 static const backbone *find_backbone(const model_config *cfg) {
     for (size_t i = 0; i < sizeof(backbones) / sizeof(backbones[0]); i++)
         if (strcmp(backbones[i]->arch, cfg->arch) == 0) return backbones[i];
     config_error("model.arch", "backbone \"%s\" is not available in this build", cfg->arch);
+}
+
+bool model_is_diffusion(const model_config *mc) {
+    return !strcmp(mc->arch, "sit") || !strcmp(mc->arch, "dit");
 }
 
 void model_declare(const model_config *cfg, param_store *ps) {
@@ -35,7 +40,7 @@ model *model_create(const model_config *cfg, uint64_t seed) {
     rng r;
     rng_seed(&r, seed, RNG_INIT);
     params_init_values(&m->ps, &r);
-    if (bb == &backbone_sit) sit_init_pos_embed(m);
+    if (model_is_diffusion(cfg)) sit_init_pos_embed(m);
     params_to_device(&m->ps); /* initialised on the host, trained where the ops run */
     return m;
 }

@@ -32,7 +32,7 @@ typedef struct model_config {
     bool qkv_bias;
     char merge[8];              /* Swin downsampling: "patch" (2x2 merging) or "conv" */
     bool unused_norm;           /* PVT v1: declare FLatten-PVT's never-applied final norm */
-    /* sit only (read for model.arch "sit"): img_size is the latent size, in_chans its channels */
+    /* sit and dit only: img_size is the latent size, in_chans its channels */
     int mediator_num;           /* mediators of "mediator" (= agent) attention, a perfect square */
     bool learn_sigma;           /* final layer predicts 2 x in_chans channels, forward keeps the first half */
     double class_dropout_prob;  /* label dropout in training; > 0 adds the null class row num_classes */
@@ -119,6 +119,9 @@ void check_attn_grid(const model_config *c, int stage, attn_kind kind, int h, in
 float drop_path_rate(double rate, int k, int n);
 
 extern const backbone backbone_deit, backbone_pvt, backbone_pvt_v2, backbone_swin, backbone_cswin,
-    backbone_sit;
+    backbone_sit, backbone_dit;
+/* model.arch "sit" or "dit": a diffusion network (images and t in, velocity or noise out), not a
+ * classifier */
+bool model_is_diffusion(const model_config *mc);
 /* SiT's fixed 2-D sin-cos pos_embed, which no init scheme expresses (model_create sets it) */
 void sit_init_pos_embed(model *m);

@@ -5,7 +5,8 @@
 #include "../src/core/check.h"
 #include "model.h"
 
-static const char *const arch_names[] = {"deit", "pvt", "pvt_v2", "swin", "cswin", "sit", NULL};
+static const char *const arch_names[] = {"deit", "pvt", "pvt_v2", "swin", "cswin", "sit", "dit",
+                                         NULL};
 
 /* registry defaults of model.name under c, unless the config describes its own model (model.arch) */
 static void merge_registry(config *c, const config *user) {
@@ -133,7 +134,7 @@ void model_config_read(model_config *mc, config *c) {
     mc->unused_norm = config_bool(c, "model.unused_norm", false);
     snprintf(mc->merge, sizeof(mc->merge), "%s",
              config_str(c, "model.merge", "patch", (const char *const[]){"patch", "conv", NULL}));
-    if (!strcmp(mc->arch, "sit")) { /* the official SiT defaults */
+    if (model_is_diffusion(mc)) { /* the official SiT (and DiT) defaults */
         mc->mediator_num = config_int(c, "model.mediator_num", 64, 1, 4096);
         mc->learn_sigma = config_bool(c, "model.learn_sigma", true);
         mc->class_dropout_prob = config_float(c, "model.class_dropout_prob", 0.1, 0, 1);

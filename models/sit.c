@@ -5,7 +5,9 @@
  * models/attn/agent.c, over the whole token grid), and an adaLN final layer unpatchified back to
  * the latent grid. Channels-last throughout: latents (B, H, W, C) in, the velocity (B, H, W, C)
  * out. No dropout or drop path (SiT has none); the label dropout of training runs here as in the
- * official LabelEmbedder. */
+ * official LabelEmbedder. model.arch "dit" is the same network as DiT's code returns it: all of the
+ * final layer's channels, eps and (learn_sigma) the variance values, (B, H, W, 2C); its t is DiT's
+ * integer time step, fed to the same sinusoid. */
 #include <math.h>
 #include <string.h>
 
@@ -31,6 +33,7 @@ typedef struct sit {
     sit_block blocks[MAX_STAGE_BLOCKS];
     nn_linear final_linear, final_ada;
     int depth, dim, grid, patch, in_chans, out_chans, classes, rows;
+    bool whole_output; /* dit: forward returns every channel of the final layer */
 } sit;
 
 /* nn.Linear with DiT's _basic_init: xavier_uniform_ weight (U(±sqrt(6 / (in + out)))), zero bias */
@@ -65,6 +68,7 @@ static void *sit_build(model *m) {
     int G = s->grid = c->img_size / p;
     s->depth = c->depths[0];
     s->out_chans = c->learn_sigma ? 2 * C : C;
+    s->whole_output = !strcmp(c->arch, "dit");
     s->classes = c->num_classes;
     s->rows = c->num_classes + (c->class_dropout_prob > 0); /* + the null class */
     int pool = 0;
@@ -197,7 +201,8 @@ static tensor *sit_forward(model *m, tensor *images, const forward_opts *o) {
     int Co = s->out_chans;
     x = op_permute(RESHAPE(x, B * G, G, p, p, Co), (int[]){0, 2, 1, 3, 4});
     x = RESHAPE(x, B, G * p, G * p, Co);
-    return Co == s->in_chans ? x : op_slice(x, 3, 0, s->in_chans); /* learn_sigma: the first half */
+    /* SiT with learn_sigma: the first half (the official forward drops the rest) */
+    return Co == s->in_chans || s->whole_output ? x : op_slice(x, 3, 0, s->in_chans);
 }
 
 static void sit_destroy(void *net) {
@@ -207,3 +212,4 @@ static void sit_destroy(void *net) {
 }
 
 const backbone backbone_sit = {"sit", sit_build, sit_forward, sit_destroy};
+const backbone backbone_dit = {"dit", sit_build, sit_forward, sit_destroy};

@@ -77,6 +77,16 @@ double max_rel_diff(const float *a, const float *b, long n) {
     return diff / ref;
 }
 
+double rel_l2(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
 static int cmp_names(const void *a, const void *b) {
     return strcmp(((const test_case *)a)->name, ((const test_case *)b)->name);
 }

@@ -1,6 +1,7 @@
 #include "model_check.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 
 void registry_config(model_config *mc, const char *name, const char *extra_json) {
     config c;
@@ -87,4 +88,28 @@ char *compare_state_dict(const char *name, const char *listing, bool *missing_fi
     if (matched != ps.n) add(&out, &len, "  vitc has %d parameters, the listing %d\n", ps.n, matched);
     params_free(&ps);
     return out;
+}
+
+tensor *fixture_tensor(const st_file *f, const char *path, const char *name) {
+    const st_entry *e = st_find(f, name);
+    CHECK(e, "%s has no tensor %s", path, name);
+    int shape[TENSOR_MAX_DIMS];
+    for (int i = 0; i < e->ndim; i++) shape[i] = (int)e->shape[i];
+    tensor *t = tensor_new(e->ndim, shape);
+    st_to_f32(e, t->data);
+    return t;
+}
+
+double worst_grad_error(const model *m, const st_file *f, const char *path, const char **worst_name) {
+    double worst = 0;
+    *worst_name = "";
+    for (int i = 0; i < m->ps.n; i++) {
+        tensor *p = m->ps.params[i];
+        char key[512];
+        snprintf(key, sizeof(key), "grad/%s", p->name);
+        double e = rel_l2(p->grad, fixture_tensor(f, path, key)->data, p->numel);
+        if (getenv("VITC_TEST_VERBOSE")) printf("      %.2e %s\n", e, p->name);
+        if (e > worst || e != e) worst = e, *worst_name = p->name;
+    }
+    return worst;
 }

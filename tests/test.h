@@ -75,3 +75,5 @@ tensor *test_leaf(rng *r, float scale, int ndim, const int *shape);
 
 /* max |a - b| / max(max |b|, tiny) */
 double max_rel_diff(const float *a, const float *b, long n);
+/* ‖a − b‖ / ‖b‖ (‖a − b‖ where b is 0), in double */
+double rel_l2(const float *a, const float *b, int64_t n);

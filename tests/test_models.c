@@ -217,10 +217,10 @@ TEST(models_every_config_file_resolves_and_validates) {
         config c;
         config_init(&c);
         model_config_load(&c, files, 1, NULL, 0);
-        /* the SiT paper configs describe the VAE's 4-channel latents: --summary only, training
-         * them refuses the channels (no VAE here) */
-        bool latents = !strcmp(config_str(&c, "model.arch", "", NULL), "sit") &&
-                       config_int(&c, "model.in_chans", 3, 1, 64) == 4;
+        /* the SiT and DiT paper configs describe the VAE's 4-channel latents: --summary only,
+         * training them refuses the channels (no VAE here) */
+        const char *arch = config_str(&c, "model.arch", "", NULL);
+        bool latents = (!strcmp(arch, "sit") || !strcmp(arch, "dit")) && config_int(&c, "model.in_chans", 3, 1, 64) == 4;
         if (latents) EXPECT_ERROR(train_check_config(&c), "images decode to 1 (gray) or 3 (RGB) channels, got 4");
         else train_check_config(&c);
         model_config mc;

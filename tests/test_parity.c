@@ -5,28 +5,11 @@
 #include <dirent.h>
 
 #include "../models/model.h"
+#include "model_check.h"
 #include "test.h"
 
 #define FIXTURE_DIR "tests/fixtures/parity"
 #define PARITY_TOL 1e-4
-
-static double rel_l2(const float *a, const float *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static tensor *tensor_from_entry(const st_entry *e) {
-    int shape[TENSOR_MAX_DIMS];
-    for (int i = 0; i < e->ndim; i++) shape[i] = (int)e->shape[i];
-    tensor *t = tensor_new(e->ndim, shape);
-    st_to_f32(e, t->data);
-    return t;
-}
 
 /* runs one fixture; returns false (after reporting) on any mismatch */
 static bool check_fixture(const char *path) {
@@ -40,7 +23,7 @@ static bool check_fixture(const char *path) {
     model *m = model_create_from_json(&c, st_meta(&f, "config"), path, 0);
     bool ok = model_load_state(m, &f, "param/", err, sizeof(err));
     if (!ok) test_fail(__FILE__, __LINE__, "%s: state does not match the reference:\n%s", path, err);
-    tensor *x = tensor_from_entry(st_find(&f, "input"));
+    tensor *x = fixture_tensor(&f, path, "input");
     const st_entry *le = st_find(&f, "labels");
     int labels[64];
     float lf[64];
@@ -64,19 +47,8 @@ static bool check_fixture(const char *path) {
                   loss->data[0], ref_l);
         ok = false;
     }
-    double worst = 0;
     const char *worst_name = "";
-    for (int i = 0; ok && i < m->ps.n; i++) {
-        tensor *p = m->ps.params[i];
-        char key[512];
-        snprintf(key, sizeof(key), "grad/%s", p->name);
-        const st_entry *g = st_find(&f, key);
-        float *gref = malloc(sizeof(float) * (size_t)p->numel);
-        st_to_f32(g, gref);
-        double e = rel_l2(p->grad, gref, p->numel);
-        if (e > worst || e != e) worst = e, worst_name = p->name;
-        free(gref);
-    }
+    double worst = ok ? worst_grad_error(m, &f, path, &worst_name) : 0;
     if (worst > PARITY_TOL || worst != worst) {
         test_fail(__FILE__, __LINE__, "%s: gradient of %s rel err %.2e", path, worst_name, worst);
         ok = false;

@@ -94,7 +94,7 @@ static void file_config(model_config *mc, const char *path, const char *set) {
 }
 
 /* sum(p.numel()) of the official SiT (pos_embed included) at 256² (latent 32x32x4, learn_sigma,
- * 1000 classes + the null class), computed by tools/ref/sit.py counts */
+ * 1000 classes + the null class), computed by tools/ref/sit.py counts; DiT's are the same */
 TEST(sit_param_counts_equal_the_official_code) {
     const struct {
         const char *config, *set;
@@ -113,6 +113,10 @@ TEST(sit_param_counts_equal_the_official_code) {
         {"configs/sit_l2_med16.json", "model.attn=native", 458102816},
         {"configs/sit_b2_med16.json", "model.mediator_num=64", 132097568},
         {"configs/sit_xl2_med16.json", "model.mediator_num=4", 675742496},
+        /* DiT is the same network (DiT-XL/2: 675,129,632 in DiT's own code) */
+        {"configs/dit_s2.json", NULL, 32963360},
+        {"configs/dit_s2_med16.json", NULL, 33196064},
+        {"configs/sit_xl2.json", "model.arch=dit", 675129632},
     };
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
         model_config mc;
@@ -127,26 +131,6 @@ TEST(sit_param_counts_equal_the_official_code) {
 }
 
 /* ---- parity with the PyTorch reference ---- */
-
-static double rel_l2(const float *a, const float *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static tensor *entry_tensor(const st_file *f, const char *path, const char *name) {
-    const st_entry *e = st_find(f, name);
-    CHECK(e, "%s has no tensor %s", path, name);
-    int shape[TENSOR_MAX_DIMS];
-    for (int i = 0; i < e->ndim; i++) shape[i] = (int)e->shape[i];
-    tensor *t = tensor_new(e->ndim, shape);
-    st_to_f32(e, t->data);
-    return t;
-}
 
 /* mean((out - target)²): SiT's velocity loss with target = x1 - x0 */
 static tensor *mse(tensor *out, tensor *target) {
@@ -167,7 +151,7 @@ static bool check_fixture(const char *path) {
     model *m = model_create_from_json(&c, st_meta(&f, "config"), path, 0);
     /* the fresh model's frozen sin-cos table is the reference's (which the fixture keeps
      * unperturbed) */
-    tensor *pos = entry_tensor(&f, path, "param/pos_embed"),
+    tensor *pos = fixture_tensor(&f, path, "param/pos_embed"),
            *mine = params_find(&m->ps, "pos_embed");
     bool ok = mine && mine->numel == pos->numel;
     double e_pos = ok ? max_rel_diff(mine->data, pos->data, pos->numel) : 1;
@@ -177,9 +161,9 @@ static bool check_fixture(const char *path) {
     if (!model_load_state(m, &f, "param/", err, sizeof(err)))
         test_fail(__FILE__, __LINE__, "%s: state does not match the reference:\n%s", path, err),
             ok = false;
-    tensor *x = entry_tensor(&f, path, "input"), *tt = entry_tensor(&f, path, "t");
-    tensor *yy = entry_tensor(&f, path, "y"), *target = entry_tensor(&f, path, "target");
-    tensor *ref_out = entry_tensor(&f, path, "output");
+    tensor *x = fixture_tensor(&f, path, "input"), *tt = fixture_tensor(&f, path, "t");
+    tensor *yy = fixture_tensor(&f, path, "y"), *target = fixture_tensor(&f, path, "target");
+    tensor *ref_out = fixture_tensor(&f, path, "output");
     int B = x->shape[0], labels[B];
     for (int b = 0; b < B; b++) labels[b] = (int)yy->data[b];
     forward_opts o = {.train = false, .t = tt->data, .y = labels};
@@ -192,21 +176,12 @@ static bool check_fixture(const char *path) {
         goto done;
     }
     tensor *loss = mse(out, target);
-    float ref_loss = entry_tensor(&f, path, "loss")->data[0];
+    float ref_loss = fixture_tensor(&f, path, "loss")->data[0];
     double e_out = rel_l2(out->data, ref_out->data, out->numel);
     double e_loss = fabs(loss->data[0] - ref_loss) / fabs(ref_loss);
     tape_backward(loss);
-    double worst = 0;
-    const char *worst_name = "";
-    for (int i = 0; i < m->ps.n; i++) {
-        tensor *p = m->ps.params[i];
-        char key[512];
-        snprintf(key, sizeof(key), "grad/%s", p->name);
-        tensor *g = entry_tensor(&f, path, key);
-        double e = rel_l2(p->grad, g->data, p->numel);
-        if (getenv("VITC_TEST_VERBOSE")) printf("      %.2e %s\n", e, p->name);
-        if (e > worst || e != e) worst = e, worst_name = p->name;
-    }
+    const char *worst_name;
+    double worst = worst_grad_error(m, &f, path, &worst_name);
     printf("    %-32s output %.1e  loss %.1e  worst grad %.1e (%s)\n", strrchr(path, '/') + 1,
            e_out, e_loss, worst, worst_name);
     if (e_out > SIT_TOL || e_loss > SIT_TOL)

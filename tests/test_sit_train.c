@@ -1,6 +1,7 @@
 /* train.task "diffusion" end to end on the tiny image set (3 classes of 16x16 grey): a tiny
  * mediator SiT's transport loss falls over 30 steps, a resumed run continues the exact trajectory,
- * validation logs val_loss, and ./sample writes a grid of the right size. */
+ * validation logs val_loss, and ./sample writes a grid of the right size; the same for DiT's DDPM
+ * (model.arch "dit"). */
 #include <math.h>
 #include <stb_image.h>
 #include <stdlib.h>
@@ -100,9 +101,10 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
         const char *args, *message;
         int code;
     } bad[] = {{"--class 3", "--class 3: the model has classes 0 to 2", 2},
-               {"--sampler dopri5", "--sampler dopri5: expected sde, ode or heun", 2},
-               {"--steps 1", "--steps 1: expected an integer >= 2", 2}};
-    for (int i = 0; i < 3; i++) {
+               {"--sampler dopri5", "--sampler dopri5: expected sde, ode, heun or ddpm", 2},
+               {"--steps 1", "--steps 1: expected an integer >= 2", 2},
+               {"--sampler ddpm", "--sampler ddpm: model.arch \"sit\" samples with sde, ode or heun", 2}};
+    for (int i = 0; i < 4; i++) {
         code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png %s", work,
                    work, bad[i].args);
         EXPECT(code == bad[i].code && strstr(out, bad[i].message), "%s: exit %d:\n%s", bad[i].args, code, out);
@@ -189,4 +191,38 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
     EXPECT(code == 1 && strstr(out, "aug.mixup") && strstr(out, "mixes no images"), "mixup: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train %s --set run.name=bad --set train.task=classify", sit_settings());
     EXPECT(code == 1 && strstr(out, "train.task"), "classify a SiT: exit %d:\n%s", code, out);
+}
+
+/* model.arch "dit": DiT's loss falls, eval reports it, ./sample draws with DDPM (guided, respaced)
+ * and refuses SiT's samplers and the mediator schedule */
+TEST(dit_trains_evaluates_and_samples_with_ddpm) {
+    const char *work = tiny_run_dir();
+    char out[16384], dir[400], losses[64][32];
+    int code = run(out, sizeof(out), "./train %s --set model.arch=dit --set run.name=dit", sit_settings());
+    EXPECT(code == 0, "train exited %d:\n%s", code, out);
+    snprintf(dir, sizeof(dir), "%s/runs/dit", work);
+    int n = tiny_run_step_losses(dir, losses, 64);
+    EXPECT(n == 30, "%d step lines", n);
+    EXPECT(mean_of(losses, n - 5, 5) < 0.8 * mean_of(losses, 0, 5), "loss did not fall: %.4f -> %.4f",
+           mean_of(losses, 0, 5), mean_of(losses, n - 5, 5));
+    code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --data %s/val --batch 5", dir, work);
+    EXPECT(code == 0 && strstr(out, "diffusion loss "), "eval: exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./sample --ckpt %s/last.safetensors --out %s/dit.png --n 3 --steps 6 --cfg 2 --ema "
+               "--threads 2", dir, work);
+    char png[400];
+    snprintf(png, sizeof(png), "%s/dit.png", work);
+    int w = 0, h = 0, ch = 0;
+    EXPECT(code == 0 && strstr(out, "(ddpm, 6 steps, cfg 2, EMA)") && stbi_info(png, &w, &h, &ch) && w == 48 &&
+               h == 48 && ch == 1, "exit %d, %dx%dx%d:\n%s", code, w, h, ch, out);
+    const struct {
+        const char *args, *message;
+    } bad[] = {{"--sampler sde", "--sampler sde: model.arch \"dit\" samples with ddpm"},
+               {"--steps 1001", "--steps 1001: DiT's process has 1000 steps"}};
+    for (int i = 0; i < 2; i++) {
+        code = run(out, sizeof(out), "./sample --ckpt %s/last.safetensors --out %s/x.png %s", dir, work, bad[i].args);
+        EXPECT(code == 2 && strstr(out, bad[i].message), "%s: exit %d:\n%s", bad[i].args, code, out);
+    }
+    code = run(out, sizeof(out), "./sample --ckpts %s/last.safetensors,%s/last.safetensors --switch-ratios 0.5 "
+               "--out %s/x.png", dir, dir, work);
+    EXPECT(code == 2 && strstr(out, "switches in SiT's SDE loop"), "--ckpts: exit %d:\n%s", code, out);
 }

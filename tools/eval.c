@@ -239,7 +239,7 @@ int main(int argc, char **argv) {
         probe.qy = ((float)(qy >= 0 ? qy : S / 2) + 0.5f) / (float)S;
         pp = &probe;
     }
-    if (image && !strcmp(mc.arch, "sit")) {
+    if (image && model_is_diffusion(&mc)) {
         fprintf(stderr, "error: --image: %s is a diffusion model (draw images with ./sample)\n", mc.name);
         code = 2;
     } else if (image) {
@@ -274,11 +274,11 @@ int main(int argc, char **argv) {
         }
         loader *l = loader_create(&ds, &ac, batch_size, false, 2, 0);
         loader_shard(l, dist_rank(), dist_size()); /* under mpirun each rank takes part of every batch */
-        bool diffusion = !strcmp(mc.arch, "sit");
-        eval_result r = diffusion ? evaluate_transport(m, l, 0, batch_size) : evaluate(m, l);
+        bool diffusion = model_is_diffusion(&mc);
+        eval_result r = diffusion ? evaluate_diffusion(m, l, 0, batch_size) : evaluate(m, l);
         if (dist_rank() == 0 && diffusion)
-            printf("%s%s on %s: transport loss %.4f  (%d images, %.1f img/s)\n", ckpt, use_ema ? " (EMA)" : "",
-                   data, r.loss, r.n, r.img_per_s);
+            printf("%s%s on %s: %s loss %.4f  (%d images, %.1f img/s)\n", ckpt, use_ema ? " (EMA)" : "", data,
+                   strcmp(mc.arch, "dit") ? "transport" : "diffusion", r.loss, r.n, r.img_per_s);
         else if (dist_rank() == 0)
             printf("%s%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%d images, %.1f img/s)\n", ckpt,
                use_ema ? " (EMA)" : "", data, r.top1, r.top5, r.loss, r.n, r.img_per_s);

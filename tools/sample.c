@@ -1,7 +1,7 @@
-/* sample: draws images from a diffusion checkpoint (model.arch "sit", pixel space) with the SiT
- * samplers (Euler-Maruyama SDE with the "Mean" last step, Euler or Heun ODE) and classifier-free
- * guidance, and writes them as a PNG grid, one row per class. No VAE: latents (4 channels) cannot
- * be written. */
+/* sample: draws images from a diffusion checkpoint (pixel space) with the SiT samplers (model.arch
+ * "sit": Euler-Maruyama SDE with the "Mean" last step, Euler or Heun ODE) or DiT's (model.arch
+ * "dit": ancestral DDPM on a respaced grid) and classifier-free guidance, and writes them as a PNG
+ * grid, one row per class. No VAE: latents (4 channels) cannot be written. */
 #include <math.h>
 #include <stb_image_write.h>
 #include <stdio.h>
@@ -17,19 +17,20 @@
 #include "dist/dist.h"
 #include "ops/backend.h"
 #include "train/checkpoint.h"
+#include "train/ddpm.h"
 #include "train/judge.h"
 #include "train/mediator_schedule.h"
 #include "train/transport.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: sample --ckpt CKPT --out GRID.png [--class K] [--n N] [--steps S] [--sampler sde|ode|heun]\n"
+            "usage: sample --ckpt CKPT --out GRID.png [--class K] [--n N] [--steps S] [--sampler sde|ode|heun|ddpm]\n"
             "              [--cfg G] [--seed S] [--ema] [--threads N] [--device D] [--jsd OUT.csv [--jsd-pairs P]]\n"
             "              [--judge CLF [--judge-real DIR]]\n"
             "       sample --ckpts A,B[,C] --switch-ratios R1[,R2] [--switch-calibrate K] [--switch-distance mae|mse]\n"
             "              --out GRID.png [the options above]\n"
-            "  --ckpt CKPT    a checkpoint of train.task \"diffusion\" (model.arch sit) on images\n"
-            "  --ckpts A,B,C  the time-step-wise mediator schedule (SDE only): networks of increasing\n"
+            "  --ckpt CKPT    a checkpoint of train.task \"diffusion\" (model.arch sit or dit) on images\n"
+            "  --ckpts A,B,C  the time-step-wise mediator schedule (SiT's SDE only): networks of increasing\n"
             "                 mediator count, A first; after step k > K, the next one takes over while the\n"
             "                 mean distance of the state to the step before is below R_i times its mean over\n"
             "                 steps 1..K (the paper publishes no R: ratios below 1, R1 > R2)\n"
@@ -45,9 +46,11 @@ static void usage(FILE *f) {
             "  --out GRID.png one row per class (all classes, or K alone), N images per row\n"
             "  --class K      only class K (default: every class)\n"
             "  --n N          images per class (default 8)\n"
-            "  --steps S      points of the time grid, SiT's num_sampling_steps (default 250)\n"
-            "  --sampler      sde: Euler-Maruyama to t = 0.96, then the deterministic 0.04 step (default);\n"
-            "                 ode: Euler on linspace(0, 1, S); heun: Heun's 2nd order on the same grid\n"
+            "  --steps S      points of the time grid, SiT's num_sampling_steps, or DiT's respaced steps\n"
+            "                 (2 to 1000; default 250)\n"
+            "  --sampler      SiT: sde, Euler-Maruyama to t = 0.96, then the deterministic 0.04 step\n"
+            "                 (default); ode: Euler on linspace(0, 1, S); heun: Heun's 2nd order on the same\n"
+            "                 grid. DiT: ddpm (its only one), ancestral steps with the learned variance\n"
             "  --cfg G        classifier-free guidance scale (default 1: none)\n"
             "  --seed S       noise seed (default 0); image i of class K draws from its own stream\n"
             "  --ema          sample with the EMA weights (what the official code samples with)\n"
@@ -205,7 +208,7 @@ static bool judge_samples(const char *clf_path, const char *real_dir, const unsi
     float *fs = xmalloc(sizeof(float) * (size_t)total * dim), *fr = xmalloc(sizeof(float) * 10000 * (size_t)dim);
     int *pred = xmalloc(sizeof(int) * (size_t)total);
     dataset d = {0};
-    if (!strcmp(clf->cfg.arch, "sit") || clf->cfg.in_chans != C) {
+    if (model_is_diffusion(&clf->cfg) || clf->cfg.in_chans != C) {
         fprintf(stderr, "error: --judge: %s is not a classifier of %d-channel images\n", clf_path, C);
         goto out;
     }
@@ -238,9 +241,20 @@ out:
     return ok;
 }
 
+static const char *const sampler_names[] = {"sde", "ode", "heun", "ddpm"};
+
+/* one batch of n images of mc's size, x holding their initial noise: SiT's samplers or DiT's */
+static void sample_batch(const model_config *mc, velocity_fn f, void *ctx, float *x, int n, const sampler_opts *so,
+                         rng *noise) {
+    int64_t P = (int64_t)mc->img_size * mc->img_size;
+    int C = mc->in_chans;
+    if (so->kind == SAMPLER_DDPM) ddpm_sample(f, ctx, x, n, P, C, mc->learn_sigma ? 2 * C : C, so->steps, noise);
+    else transport_sample(f, ctx, x, n, P * C, so, noise);
+}
+
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
-    const char *ckpt = NULL, *ckpts = NULL, *out = NULL, *sampler = "sde", *ratios_arg = NULL, *distance = "mae",
+    const char *ckpt = NULL, *ckpts = NULL, *out = NULL, *sampler = NULL, *ratios_arg = NULL, *distance = "mae",
                *jsd_path = NULL, *judge_path = NULL, *judge_real = NULL, *device_arg = "cpu";
     int cls = -1, n = 8, steps = 250, seed = 0, threads = 0, calibrate = 3, jsd_pairs = 256;
     double cfg = 1.0;
@@ -295,12 +309,13 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    sampler_kind kind;
-    if (!strcmp(sampler, "sde")) kind = SAMPLER_SDE;
+    sampler_kind kind = SAMPLER_SDE; /* or DiT's ddpm, once the checkpoint says it is a dit */
+    if (!sampler || !strcmp(sampler, "sde")) kind = SAMPLER_SDE;
     else if (!strcmp(sampler, "ode")) kind = SAMPLER_ODE;
     else if (!strcmp(sampler, "heun")) kind = SAMPLER_HEUN;
+    else if (!strcmp(sampler, "ddpm")) kind = SAMPLER_DDPM;
     else {
-        fprintf(stderr, "error: --sampler %s: expected sde, ode or heun\n", sampler);
+        fprintf(stderr, "error: --sampler %s: expected sde, ode, heun or ddpm\n", sampler);
         return 2;
     }
     char paths[SCHEDULE_MAX_NETS][1024];
@@ -346,7 +361,7 @@ int main(int argc, char **argv) {
     rng *noise = NULL;
     for (int i = 1; i < n_nets; i++) {
         const model_config *o = &nets[i]->cfg;
-        if (strcmp(o->arch, "sit") || o->img_size != mc.img_size || o->in_chans != mc.in_chans ||
+        if (strcmp(o->arch, mc.arch) || o->img_size != mc.img_size || o->in_chans != mc.in_chans ||
             o->num_classes != mc.num_classes) {
             fprintf(stderr, "error: --ckpts: %s (%s, %dx%dx%d, %d classes) does not sample what %s does (%s, "
                     "%dx%dx%d, %d classes)\n", paths[i], o->arch, o->img_size, o->img_size, o->in_chans,
@@ -355,10 +370,29 @@ int main(int argc, char **argv) {
             goto done;
         }
     }
-    if (strcmp(mc.arch, "sit")) {
-        fprintf(stderr, "error: --ckpt: %s is a \"%s\" classifier, not a diffusion model (model.arch sit)\n",
+    if (!model_is_diffusion(&mc)) {
+        fprintf(stderr, "error: --ckpt: %s is a \"%s\" classifier, not a diffusion model (model.arch sit or dit)\n",
                 mc.name, mc.arch);
         code = 1;
+        goto done;
+    }
+    bool dit = !strcmp(mc.arch, "dit");
+    if (dit && ckpts) {
+        fprintf(stderr, "error: --ckpts: the mediator schedule switches in SiT's SDE loop; %s is model.arch dit\n",
+                paths[0]);
+        code = 2;
+        goto done;
+    }
+    if (dit && !sampler) kind = SAMPLER_DDPM;
+    if (dit != (kind == SAMPLER_DDPM)) {
+        fprintf(stderr, "error: --sampler %s: model.arch \"%s\" samples with %s\n", sampler, mc.arch,
+                dit ? "ddpm" : "sde, ode or heun");
+        code = 2;
+        goto done;
+    }
+    if (dit && steps > DDPM_TRAIN_STEPS) {
+        fprintf(stderr, "error: --steps %d: DiT's process has %d steps to respace\n", steps, DDPM_TRAIN_STEPS);
+        code = 2;
         goto done;
     }
     if (mc.in_chans != 1 && mc.in_chans != 3) {
@@ -430,10 +464,10 @@ int main(int argc, char **argv) {
             transport_net net = {.m = m, .y = labels, .cfg = cfg, .guided_chans = so.guided_chans};
             jr.net = &net;
             jr.eval = 0;
-            transport_sample(jsd_velocity, &jr, x, n, per, &so, noise);
+            sample_batch(&mc, jsd_velocity, &jr, x, n, &so, noise);
         } else {
             transport_net net = {.m = m, .y = labels, .cfg = cfg, .guided_chans = so.guided_chans};
-            transport_sample(transport_net_velocity, &net, x, n, per, &so, noise);
+            sample_batch(&mc, transport_net_velocity, &net, x, n, &so, noise);
         }
         /* undo the normalisation: [-1, 1] -> [0, 255] for SiT's mean = std = 0.5, rounded, clamped */
         for (int i = 0; i < n; i++)
@@ -451,8 +485,8 @@ int main(int argc, char **argv) {
         code = 1;
         goto done;
     }
-    printf("wrote %s: %d x %d images of %dx%d (%s, %d steps, cfg %g%s)\n", out, rows, n, S, S, sampler, steps,
-           cfg, use_ema ? ", EMA" : "");
+    printf("wrote %s: %d x %d images of %dx%d (%s, %d steps, cfg %g%s)\n", out, rows, n, S, S, sampler_names[kind],
+           steps, cfg, use_ema ? ", EMA" : "");
     if (judge_path && !judge_samples(judge_path, judge_real, png, rows, n, S, C, cls)) {
         code = 1;
         goto done;

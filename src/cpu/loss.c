@@ -1,6 +1,8 @@
 /* The loss kernels of loss.h on the host. */
 #include "loss.h"
 
+#include "ddpm_terms.h"
+
 #include <math.h>
 #include <stddef.h>
 
@@ -63,4 +65,34 @@ void mse_backward(float *dpred, float *dtarget, const float *dloss, const float 
         if (dpred) dpred[i] += d;
         if (dtarget) dtarget[i] -= d;
     }
+}
+
+void ddpm_loss_forward(float *loss, const float *out, const float *x0, const float *xt,
+                       const float *eps, const float *coefs, int B, int64_t P, int C) {
+    double sum = 0; /* in order: the loss does not depend on the thread count */
+    for (int b = 0; b < B; b++)
+        for (int64_t p = 0; p < P; p++)
+            for (int c = 0; c < C; c++) {
+                int64_t i = ((int64_t)b * P + p) * C + c, o = ((int64_t)b * P + p) * 2 * C + c;
+                double de, dv;
+                sum += ddpm_element(coefs + (size_t)b * DDPM_COEFS, out[o], out[o + C], x0[i], xt[i],
+                                    eps[i], &de, &dv);
+            }
+    loss[0] = (float)(sum / ((double)B * P * C));
+}
+
+void ddpm_loss_backward(float *dout, const float *dloss, const float *out, const float *x0,
+                        const float *xt, const float *eps, const float *coefs, int B, int64_t P,
+                        int C) {
+    double g = dloss[0] / ((double)B * P * C);
+#pragma omp parallel for schedule(static)
+    for (int64_t bp = 0; bp < (int64_t)B * P; bp++)
+        for (int c = 0; c < C; c++) {
+            int64_t i = bp * C + c, o = bp * 2 * C + c;
+            double de, dv;
+            ddpm_element(coefs + (size_t)(bp / P) * DDPM_COEFS, out[o], out[o + C], x0[i], xt[i], eps[i],
+                         &de, &dv);
+            dout[o] += (float)(g * de);
+            dout[o + C] += (float)(g * dv);
+        }
 }

@@ -1,5 +1,5 @@
 /* Loss kernels: cross entropy with soft targets (mixup, label smoothing), the targets of hard labels,
- * and the mean squared error. Each loss is one float, reduced in double; backward kernels accumulate
+ * the mean squared error and DiT's diffusion loss. Each loss is one float, reduced in double; backward kernels accumulate
  * (+=) and read the loss gradient from memory (dloss[0]), so a device needs no host round trip. */
 #pragma once
 #include <stdint.h>
@@ -19,3 +19,14 @@ void mse_forward(float *loss, const float *pred, const float *target, int64_t n)
 /* dpred += 2 dloss[0] / n (pred - target), dtarget -= the same; either may be NULL */
 void mse_backward(float *dpred, float *dtarget, const float *dloss, const float *pred,
                   const float *target, int64_t n);
+
+/* DiT's loss with learned-range variance (ddpm_terms.h): out (B, P, 2C) channels-last holds eps_hat
+ * in channels 0..C-1 and the variance values in C..2C-1; x0, xt, eps (B, P, C); coefs (B,
+ * DDPM_COEFS) of each sample's time step. loss (1) = the mean of ddpm_element over the B P C
+ * elements (= the official mean over samples of mse + vb), in double. */
+void ddpm_loss_forward(float *loss, const float *out, const float *x0, const float *xt,
+                       const float *eps, const float *coefs, int B, int64_t P, int C);
+/* dout += dloss[0] / (B P C) times ddpm_element's derivatives in eps_hat and the variance value */
+void ddpm_loss_backward(float *dout, const float *dloss, const float *out, const float *x0,
+                        const float *xt, const float *eps, const float *coefs, int B, int64_t P,
+                        int C);

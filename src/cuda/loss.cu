@@ -1,10 +1,13 @@
 /* Cross entropy with soft targets: one block per sample computes the log-sum-exp in double, as the
  * CPU; the mean over samples is one thread summing the rows in order (deterministic, no atomics).
- * The mean squared error is one block's fixed-order sum in double. */
+ * The mean squared error and DiT's loss are one block's fixed-order sum in double. */
 #include <math.h>
 
 #include "common.cuh"
 #include "loss.h"
+extern "C" {
+#include "../cpu/ddpm_terms.h"
+}
 
 static __global__ void cross_entropy_rows_kernel(float *row_loss, float *probs, const float *logits,
                                                  const float *target, int K) {
@@ -111,5 +114,49 @@ extern "C" void cuda_mse_backward(float *dpred, float *dtarget, const float *dlo
                                   const float *target, int64_t n) {
     if (n == 0 || (!dpred && !dtarget)) return;
     mse_backward_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dpred, dtarget, dloss, pred, target, n);
+    CUDA_LAUNCHED();
+}
+
+static __global__ void ddpm_loss_forward_kernel(float *loss, const float *out, const float *x0,
+                                                const float *xt, const float *eps, const float *coefs,
+                                                int64_t P, int C, int64_t n) {
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const int64_t bp = i / C, o = bp * 2 * C + i % C;
+        double de, dv;
+        s += ddpm_element(coefs + bp / P * DDPM_COEFS, out[o], out[o + C], x0[i], xt[i], eps[i], &de, &dv);
+    }
+    s = block_sum(s);
+    if (threadIdx.x == 0) loss[0] = (float)(s / (double)n);
+}
+
+extern "C" void cuda_ddpm_loss_forward(float *loss, const float *out, const float *x0, const float *xt,
+                                       const float *eps, const float *coefs, int B, int64_t P, int C) {
+    const int64_t n = (int64_t)B * P * C;
+    CHECK(n > 0, "cuda_ddpm_loss_forward: %lld elements", (long long)n);
+    ddpm_loss_forward_kernel<<<1, MSE_THREADS>>>(loss, out, x0, xt, eps, coefs, P, C, n);
+    CUDA_LAUNCHED();
+}
+
+static __global__ void ddpm_loss_backward_kernel(float *dout, const float *dloss, const float *out,
+                                                 const float *x0, const float *xt, const float *eps,
+                                                 const float *coefs, int64_t P, int C, int64_t n) {
+    const double g = dloss[0] / (double)n;
+    GRID_STRIDE_LOOP(i, n) {
+        const int64_t bp = i / C, o = bp * 2 * C + i % C;
+        double de, dv;
+        ddpm_element(coefs + bp / P * DDPM_COEFS, out[o], out[o + C], x0[i], xt[i], eps[i], &de, &dv);
+        dout[o] += (float)(g * de);
+        dout[o + C] += (float)(g * dv);
+    }
+}
+
+extern "C" void cuda_ddpm_loss_backward(float *dout, const float *dloss, const float *out,
+                                        const float *x0, const float *xt, const float *eps,
+                                        const float *coefs, int B, int64_t P, int C) {
+    const int64_t n = (int64_t)B * P * C;
+    if (n == 0) return;
+    ddpm_loss_backward_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dout, dloss, out, x0, xt, eps, coefs, P,
+                                                                C, n);
     CUDA_LAUNCHED();
 }

@@ -1,5 +1,5 @@
 /* CUDA versions of the loss kernels of src/cpu/loss.h on device pointers, with the same arithmetic:
- * cross entropy with soft targets, the targets of hard labels, mean squared error. Each loss is
+ * cross entropy with soft targets, the targets of hard labels, mean squared error, DiT's loss. Each loss is
  * reduced in a fixed order (deterministic, no atomics); backward kernels accumulate (+=). */
 #pragma once
 #include <stdint.h>
@@ -24,6 +24,14 @@ void cuda_mse_forward(float *loss, const float *pred, const float *target, int64
 /* dpred += 2 dloss[0] / n (pred - target), dtarget -= the same; either may be NULL */
 void cuda_mse_backward(float *dpred, float *dtarget, const float *dloss, const float *pred,
                        const float *target, int64_t n);
+
+/* DiT's loss of src/cpu/loss.h: the same per-element terms (src/cpu/ddpm_terms.h), one block's
+ * fixed-order sum in double */
+void cuda_ddpm_loss_forward(float *loss, const float *out, const float *x0, const float *xt,
+                            const float *eps, const float *coefs, int B, int64_t P, int C);
+void cuda_ddpm_loss_backward(float *dout, const float *dloss, const float *out, const float *x0,
+                             const float *xt, const float *eps, const float *coefs, int B, int64_t P,
+                             int C);
 
 #ifdef __cplusplus
 }

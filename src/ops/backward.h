@@ -60,4 +60,5 @@ void op_linear_attention_backward(tape_node *n);
 void op_softmax_linear_attention_backward(tape_node *n);
 void op_cross_entropy_backward(tape_node *n);
 void op_mse_backward(tape_node *n);
+void op_ddpm_loss_backward(tape_node *n);
 void op_attention_backward(tape_node *n);

@@ -39,7 +39,8 @@
     X(softmax_linear_attention_scratch_floats) X(softmax_linear_attention_forward)                 \
     X(softmax_linear_attention_backward)
 #define KERNELS_LOSS(X)                                                                            \
-    X(cross_entropy_forward) X(cross_entropy_backward) X(label_targets) X(mse_forward) X(mse_backward)
+    X(cross_entropy_forward) X(cross_entropy_backward) X(label_targets) X(mse_forward)             \
+    X(mse_backward) X(ddpm_loss_forward) X(ddpm_loss_backward)
 #define KERNELS_MATMUL(X)                                                                          \
     X(gemm) X(gemm_strided) X(linear_forward) X(linear_backward) X(add_column_sums)                \
     X(residual_linear_forward) X(matmul_forward) X(matmul_backward)

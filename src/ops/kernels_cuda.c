@@ -27,7 +27,8 @@ const kernel_table cuda_kernels = {
     CUDA_KERNEL(copy_floats)
     /* loss */
     CUDA_KERNEL(cross_entropy_forward) CUDA_KERNEL(cross_entropy_backward) CUDA_KERNEL(label_targets)
-    CUDA_KERNEL(mse_forward) CUDA_KERNEL(mse_backward)
+    CUDA_KERNEL(mse_forward) CUDA_KERNEL(mse_backward) CUDA_KERNEL(ddpm_loss_forward)
+    CUDA_KERNEL(ddpm_loss_backward)
     /* shape */
     CUDA_KERNEL(permute_forward) CUDA_KERNEL(permute_backward) CUDA_KERNEL(block_copy)
     /* matmul */

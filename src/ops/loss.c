@@ -1,8 +1,10 @@
-/* Cross entropy with soft targets (mixup, label smoothing) and with hard labels; mean squared error.
+/* Cross entropy with soft targets (mixup, label smoothing) and with hard labels; mean squared error;
+ * DiT's diffusion loss.
  * Each loss is a one-element tensor on the device of its inputs. */
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/tape.h"
+#include "../cpu/ddpm_terms.h"
 #include "backend.h"
 #include "backward.h"
 #include "kernels.h"
@@ -57,4 +59,31 @@ void op_mse_backward(tape_node *n) {
     kernels->mse_backward(pred->requires_grad ? tensor_grad(pred) : NULL,
                           target->requires_grad ? tensor_grad(target) : NULL, n->out->grad, pred->data,
                           target->data, pred->numel);
+}
+
+tensor *op_ddpm_loss(tensor *out, tensor *x0, tensor *xt, tensor *eps, tensor *coefs) {
+    CHECK(x0->ndim == 4 && tensor_same_shape(x0, xt) && tensor_same_shape(x0, eps),
+          "ddpm_loss: x0 %s, xt %s and eps %s must be one (B, H, W, C) shape", SHAPE_STR(x0),
+          SHAPE_STR(xt), SHAPE_STR(eps));
+    int B = x0->shape[0], C = x0->shape[3];
+    CHECK(out->ndim == 4 && out->shape[0] == B && out->shape[1] == x0->shape[1] &&
+              out->shape[2] == x0->shape[2] && out->shape[3] == 2 * C,
+          "ddpm_loss: out %s must be x0 %s with twice the channels (eps and variance)",
+          SHAPE_STR(out), SHAPE_STR(x0));
+    CHECK(coefs->numel == (int64_t)B * DDPM_COEFS, "ddpm_loss: coefs %s must hold %d per sample",
+          SHAPE_STR(coefs), DDPM_COEFS);
+    int64_t P = (int64_t)x0->shape[1] * x0->shape[2];
+    tensor *loss = TENSOR(1);
+    kernels->ddpm_loss_forward(loss->data, out->data, x0->data, xt->data, eps->data, coefs->data, B,
+                               P, C);
+    tape_record(OP_DDPM_LOSS, loss, 5, (tensor *[]){out, x0, xt, eps, coefs});
+    return loss;
+}
+
+void op_ddpm_loss_backward(tape_node *n) {
+    tensor *out = n->in[0], *x0 = n->in[1];
+    if (!out->requires_grad) return;
+    kernels->ddpm_loss_backward(tensor_grad(out), n->out->grad, out->data, x0->data, n->in[2]->data,
+                                n->in[3]->data, n->in[4]->data, x0->shape[0],
+                                (int64_t)x0->shape[1] * x0->shape[2], x0->shape[3]);
 }

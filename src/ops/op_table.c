@@ -47,4 +47,5 @@ const op_info op_table[OP_COUNT] = {
     [OP_GATED_RESIDUAL] = {"gated_residual", op_gated_residual_backward},
     [OP_EMBEDDING] = {"embedding", op_embedding_backward},
     [OP_MSE] = {"mse", op_mse_backward},
+    [OP_DDPM_LOSS] = {"ddpm_loss", op_ddpm_loss_backward},
 };

@@ -47,6 +47,7 @@ typedef enum {
     OP_GATED_RESIDUAL,
     OP_EMBEDDING,
     OP_MSE,
+    OP_DDPM_LOSS,
     OP_COUNT
 } op_id;
 

@@ -150,3 +150,7 @@ tensor *op_cross_entropy_labels(tensor *logits, const int *labels, float smoothi
 /* mean over all elements of (pred - target)^2 -> (1); pred and target of one shape (both may
  * require a gradient); the SiT transport loss (per-sample mean, then the batch mean, is the same) */
 tensor *op_mse(tensor *pred, tensor *target);
+/* DiT's diffusion loss (src/cpu/ddpm_terms.h) -> (1): out (B, H, W, 2C) the network's eps_hat and
+ * variance values; x0 (the data), xt (the noised data), eps (the noise drawn) (B, H, W, C); coefs
+ * (B, DDPM_COEFS) of each sample's time step. The gradient reaches out only. */
+tensor *op_ddpm_loss(tensor *out, tensor *x0, tensor *xt, tensor *eps, tensor *coefs);

@@ -25,6 +25,7 @@
 #include "grad_sync.h"
 #include "mixup.h"
 #include "optim.h"
+#include "ddpm.h"
 #include "transport.h"
 
 static volatile sig_atomic_t interrupted;
@@ -46,7 +47,7 @@ typedef struct train_config {
     mixup_config mix;
     bool ema, ema_warmup;
     double ema_decay;
-    bool diffusion; /* train.task "diffusion": the SiT transport objective; else "classify" */
+    bool diffusion; /* train.task "diffusion": SiT's transport or DiT's DDPM objective; else "classify" */
     precision prec; /* train.precision: of the GEMMs (core/precision.h) */
     const char *device; /* train.device: cpu, cuda or cuda:N (ops/backend.h) */
     const char *train_dir, *val_dir, *run_name, *out;
@@ -54,14 +55,21 @@ typedef struct train_config {
 
 static const char *const task_names[] = {"classify", "diffusion", NULL};
 
-/* train.task: "diffusion" by default for model.arch "sit" (a velocity, not logits), else "classify" */
+/* train.task: "diffusion" by default for model.arch "sit" and "dit" (no logits), else "classify" */
 static bool diffusion_task(config *c, const model_config *mc) {
-    bool sit = !strcmp(mc->arch, "sit");
-    bool diffusion = !strcmp(config_str(c, "train.task", sit ? "diffusion" : "classify", task_names), "diffusion");
-    if (diffusion != sit)
+    bool model_diffuses = model_is_diffusion(mc);
+    bool diffusion = !strcmp(config_str(c, "train.task", model_diffuses ? "diffusion" : "classify", task_names),
+                             "diffusion");
+    if (diffusion != model_diffuses)
         config_error("train.task", "model.arch \"%s\" trains with train.task \"%s\"", mc->arch,
-                     sit ? "diffusion" : "classify");
+                     model_diffuses ? "diffusion" : "classify");
     return diffusion;
+}
+
+/* the objective of train.task "diffusion": SiT's transport or DiT's DDPM */
+static tensor *diffusion_loss(model *m, const float *images, const int *y, int B, uint64_t key,
+                              int64_t first_sample, forward_opts fo) {
+    return (strcmp(m->cfg.arch, "dit") ? transport_loss : ddpm_loss)(m, images, y, B, key, first_sample, fo);
 }
 
 /* A diffusion model learns the images themselves: unless the config says otherwise they are only
@@ -181,7 +189,7 @@ eval_result evaluate(model *m, loader *l) {
     return r;
 }
 
-eval_result evaluate_transport(model *m, loader *l, uint64_t seed, int batch_size) {
+eval_result evaluate_diffusion(model *m, loader *l, uint64_t seed, int batch_size) {
     eval_result r = {0};
     bool prev = tape_set_grad_enabled(false);
     double t0 = now_s(), loss_sum = 0;
@@ -199,7 +207,7 @@ eval_result evaluate_transport(model *m, loader *l, uint64_t seed, int batch_siz
             offset = whole * dist_rank() / dist_size();
         }
         if (!b.n) continue;
-        tensor *loss = transport_loss(m, b.images, b.labels, b.n, key, k * batch_size + offset,
+        tensor *loss = diffusion_loss(m, b.images, b.labels, b.n, key, k * batch_size + offset,
                                       (forward_opts){.train = false});
         float value;
         loss_sum += (double)*backend_read(&value, loss->data, 1) * b.n;
@@ -532,7 +540,7 @@ static bool train_step(run *r, int epoch) {
             uint64_t key = rng_u64(&g);
             rng_seed(&g, stream, RNG_DROP_PATH);
             g.first_sample = first_sample;
-            loss = transport_loss(r->m, mb.b.images, mb.b.labels, mb.b.n, key, first_sample,
+            loss = diffusion_loss(r->m, mb.b.images, mb.b.labels, mb.b.n, key, first_sample,
                                   (forward_opts){.train = true, .rng = &g});
         } else {
             rng_seed(&g, stream, RNG_DROP_PATH);
@@ -652,7 +660,7 @@ static int train_epoch(run *r) {
 
 /* validation of the weights and of their EMA (swapped in for it) */
 static eval_result evaluate_one(run *r) {
-    return r->t.diffusion ? evaluate_transport(r->m, r->val_l, r->t.seed, r->t.batch) : evaluate(r->m, r->val_l);
+    return r->t.diffusion ? evaluate_diffusion(r->m, r->val_l, r->t.seed, r->t.batch) : evaluate(r->m, r->val_l);
 }
 
 static void evaluate_run(run *r, eval_result *raw, eval_result *ev_ema) {

@@ -1,6 +1,6 @@
 /* The training loop behind `train`: config -> model, optimizer, EMA, loaders -> epochs of
- * (mixup, forward, loss, backward, clip, AdamW, EMA) with validation (classification, or the SiT
- * transport objective with train.task "diffusion"), metrics.jsonl, progress, and
+ * (mixup, forward, loss, backward, clip, AdamW, EMA) with validation (classification, or SiT's
+ * transport / DiT's DDPM objective with train.task "diffusion"), metrics.jsonl, progress, and
  * last/best checkpoints in checkpoints/<run-name>/. */
 #pragma once
 #include <stdbool.h>
@@ -30,7 +30,8 @@ struct model;
 struct loader;
 /* Top-1/top-5/mean loss of m over one pass of the loader (grad off, arena reset per batch). */
 eval_result evaluate(struct model *m, struct loader *l);
-/* Diffusion (train.task "diffusion"): the mean SiT transport loss (top1/top5 0) over one pass, with
- * (t, noise) per sample of the set drawn from seed alone, so evaluations are comparable.
+/* Diffusion (train.task "diffusion"): the mean training loss, SiT's transport or DiT's (top1/top5 0)
+ * over one pass, with (t, noise) per sample of the set drawn from seed alone, so evaluations are
+ * comparable.
  * batch_size: the loader's (global) batch. */
-eval_result evaluate_transport(struct model *m, struct loader *l, uint64_t seed, int batch_size);
+eval_result evaluate_diffusion(struct model *m, struct loader *l, uint64_t seed, int batch_size);

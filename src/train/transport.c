@@ -78,10 +78,11 @@ void transport_net_velocity(void *ctx, const float *x, float t, int B, float *v)
     forward_opts fo = {.train = false, .t = ts, .y = ys};
     tensor *images = tensor_wrap((float *)backend_floats(in, R * per), 4, (int[]){R, S, S, C});
     tensor *out = model_forward(n->m, images, &fo);
-    float *host = guide ? arena_alloc(&vitc_arena, sizeof(float) * (size_t)R * per) : v;
-    const float *o = backend_read(host, out->data, R * per);
-    if (guide) transport_cfg_combine(o, B, per, C, n->guided_chans, n->cfg, v);
-    else if (o != v) memcpy(v, o, sizeof(float) * (size_t)B * per);
+    int64_t per_out = out->numel / R; /* dit: eps and the variance values, 2C channels */
+    float *host = guide ? arena_alloc(&vitc_arena, sizeof(float) * (size_t)(R * per_out)) : v;
+    const float *o = backend_read(host, out->data, R * per_out);
+    if (guide) transport_cfg_combine(o, B, per_out, out->shape[3], n->guided_chans, n->cfg, v);
+    else if (o != v) memcpy(v, o, sizeof(float) * (size_t)(B * per_out));
     tape_reset();
     arena_reset(&vitc_arena);
     tape_set_grad_enabled(prev);

@@ -22,7 +22,8 @@ void transport_draw(const float *x1, int B, int64_t per, uint64_t key, int64_t f
 tensor *transport_loss(model *m, const float *x1, const int *y, int B, uint64_t key,
                        int64_t first_sample, forward_opts fo);
 
-typedef enum { SAMPLER_SDE, SAMPLER_ODE, SAMPLER_HEUN } sampler_kind;
+/* SAMPLER_DDPM: DiT's ancestral sampler (ddpm.h), for model.arch "dit" */
+typedef enum { SAMPLER_SDE, SAMPLER_ODE, SAMPLER_HEUN, SAMPLER_DDPM } sampler_kind;
 
 typedef struct sampler_opts {
     sampler_kind kind;
@@ -45,7 +46,9 @@ typedef void (*velocity_fn)(void *ctx, const float *x, float t, int B, float *v)
 /* The network's velocity with guidance: ctx is a transport_net. With cfg > 1 the network runs on
  * [x; x] with labels [y; null] and channels c < guided_chans (of C, channels-last) become
  * u + cfg (c - u); the others keep the conditional output (the official forward_with_cfg, whose
- * unconditional half of the state is discarded). */
+ * unconditional half of the state is discarded). For model.arch "dit" v is what DiT's network
+ * gives, eps and the variance values ((B, H, W, 2C) with learn_sigma), guided on its channels
+ * c < guided_chans as DiT's forward_with_cfg does. */
 typedef struct transport_net {
     model *m;
     const int *y; /* B labels */

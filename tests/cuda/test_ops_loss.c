@@ -1,7 +1,10 @@
 /* The losses (src/ops/loss.c) on the device against the CPU: cross entropy with soft targets (rows
- * wider than a block, targets not summing to one), with labels and smoothing, and the mse. */
+ * wider than a block, targets not summing to one), with labels and smoothing, the mse and DiT's
+ * loss. */
+#include "cpu/ddpm_terms.h"
 #include "device_check.h"
 #include "ops/ops.h"
+#include "train/ddpm.h"
 
 static tensor *cross_entropy(tensor **in, const void *ctx) {
     (void)ctx;
@@ -69,5 +72,29 @@ TEST(cuda_op_mse) {
     tensor *big = LEAF(&r, 1.0f, 2, 4, 37, 41), *target = RANDN(&r, 1.0f, 2, 4, 37, 41);
     double e = DEVICE_CHECK(mse, NULL, big, target);
     worst = e > worst || e != e ? e : worst;
+    EXPECT(worst <= DEVICE_TOL, "max rel err %.2e", worst);
+}
+
+static tensor *ddpm_loss_op(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_ddpm_loss(in[0], in[1], in[2], in[3], in[4]);
+}
+
+TEST(cuda_op_ddpm_loss) {
+    REQUIRE_DEVICE();
+    rng r;
+    rng_seed(&r, 29, RNG_TEST);
+    /* steps 0 (the decoder NLL, data in the edge bins too), 1, 500, 999; more elements than the block */
+    enum { B = 4, H = 19, W = 17, C = 3 };
+    static const int steps[B] = {0, 1, 500, 999};
+    ddpm_schedule s;
+    ddpm_schedule_init(&s, DDPM_TRAIN_STEPS);
+    tensor *coefs = TENSOR(B, DDPM_COEFS);
+    for (int b = 0; b < B; b++) ddpm_coefs(&s, steps[b], coefs->data + b * DDPM_COEFS);
+    ddpm_schedule_free(&s);
+    tensor *x0 = RANDN(&r, 0.6f, B, H, W, C), *xt = RANDN(&r, 1.0f, B, H, W, C), *eps = RANDN(&r, 1.0f, B, H, W, C);
+    for (int64_t i = 0; i < x0->numel; i += 7) x0->data[i] = i % 2 ? 1.0f : -1.0f;
+    tensor *out = LEAF(&r, 0.5f, B, H, W, 2 * C);
+    double worst = DEVICE_CHECK(ddpm_loss_op, NULL, out, x0, xt, eps, coefs);
     EXPECT(worst <= DEVICE_TOL, "max rel err %.2e", worst);
 }

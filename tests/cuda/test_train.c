@@ -106,7 +106,7 @@ TEST(cuda_train_20_steps_follow_the_cpu) {
     compare_runs("classify", tiny_run_config(), sets, 2, 20);
 }
 
-/* train.task "diffusion" (transport_loss, evaluate_transport) on the same images, as test_sit_train */
+/* train.task "diffusion" (transport_loss, evaluate_diffusion) on the same images, as test_sit_train */
 static const char *const sit_sets[] = {
     "data.train=\"%s/train\"", "data.val=\"%s/val\"", "data.workers=2", "model.in_chans=1", "model.img_size=16",
     "model.num_classes=3", "model.patch_size=4", "model.class_dropout_prob=0.1", "train.batch=6", "train.epochs=1",

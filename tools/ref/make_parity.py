@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import official_pth
+import dit
 import sit
 import st_io
 from cswin import CSwin
@@ -66,6 +67,7 @@ def main(config_dir, out_dir):
     print(f"{made} fixtures")
     convert_fixture(config_dir, out_dir)
     sit.make_fixtures(config_dir, os.path.join(os.path.dirname(out_dir), "sit"))
+    dit.make_fixture(os.path.join(config_dir, "sit_mediator.json"), os.path.join(os.path.dirname(out_dir), "sit"))
 
 
 def convert_fixture(config_dir, out_dir):

@@ -253,6 +253,18 @@ def counts():
         print(f"{name:9s} {attn:8s} n={n:<3d} {total:>10d} ({total / 1e6:.2f}M)")
 
 
+def random_model(cfg, seed, cls=SiT):
+    """cls(cfg) in double, in eval mode, every parameter but the frozen sin-cos pos_embed moved off
+    its initialisation (adaLN-Zero would zero the output) by 0.1 N(0, 1) from torch seed `seed`"""
+    torch.manual_seed(seed)
+    model = cls(cfg).double()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname != "pos_embed":
+                p.add_(0.1 * torch.randn_like(p))
+    return model.eval()
+
+
 def make_fixture(config_path, out_dir, name, overrides=None, batch=3):
     """Random weights (every tensor moved off its init; pos_embed stays the frozen sin-cos table),
     x_t, t, y (one null label when the table has the null row), a target, the output,
@@ -264,13 +276,7 @@ def make_fixture(config_path, out_dir, name, overrides=None, batch=3):
         full = json.load(f)
     cfg = full["model"]
     cfg.update(overrides or {})
-    torch.manual_seed(0)
-    model = SiT(cfg).double()
-    with torch.no_grad():
-        for pname, p in model.named_parameters():
-            if pname != "pos_embed":
-                p.add_(0.1 * torch.randn_like(p))
-    model.eval()
+    model = random_model(cfg, seed=0)
     size, C = cfg["img_size"], cfg["in_chans"]
     x = torch.randn(batch, size, size, C, dtype=torch.float64)
     t = torch.rand(batch, dtype=torch.float64)
@@ -321,13 +327,7 @@ def make_step_fixture(config_path, out_dir, name="sit_sampler_steps", batch=2):
     with open(config_path) as f:
         full = json.load(f)
     cfg = full["model"]
-    torch.manual_seed(1)
-    model = SiT(cfg).double()
-    with torch.no_grad():
-        for pname, p in model.named_parameters():
-            if pname != "pos_embed":
-                p.add_(0.1 * torch.randn_like(p))
-    model.eval()
+    model = random_model(cfg, seed=1)
     size, C, null = cfg["img_size"], cfg["in_chans"], cfg["num_classes"]
     x = torch.randn(batch, size, size, C, dtype=torch.float64)
     eps = torch.randn(batch, size, size, C, dtype=torch.float64)
