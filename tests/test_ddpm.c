@@ -151,9 +151,9 @@ TEST(ddpm_draw_is_per_sample) {
     float x0[B * PER], xt[B * PER], eps[B * PER], xt2[2 * PER], eps2[2 * PER];
     int t[B], t2[2];
     for (int i = 0; i < B * PER; i++) x0[i] = cosf((float)i);
-    ddpm_draw(x0, B, PER, 99, 4, t, xt, eps);
     ddpm_schedule s;
     ddpm_schedule_init(&s, DDPM_TRAIN_STEPS);
+    ddpm_draw(&s, x0, B, PER, 99, 4, t, xt, eps);
     for (int b = 0; b < B; b++) {
         rng g;
         rng_seed(&g, 99 + 4 + (uint64_t)b, RNG_TRANSPORT);
@@ -164,8 +164,8 @@ TEST(ddpm_draw_is_per_sample) {
             EXPECT(eps[b * PER + i] == e && fabsf(xt[b * PER + i] - want) < 1e-6f, "sample %d elem %d", b, i);
         }
     }
+    ddpm_draw(&s, x0 + PER, 2, PER, 99, 5, t2, xt2, eps2); /* a rank holding samples 1-2 */
     ddpm_schedule_free(&s);
-    ddpm_draw(x0 + PER, 2, PER, 99, 5, t2, xt2, eps2); /* a rank holding samples 1-2 */
     EXPECT(t2[0] == t[1] && !memcmp(xt2, xt + PER, sizeof(xt2)) && !memcmp(eps2, eps + PER, sizeof(eps2)), "shard");
 }
 

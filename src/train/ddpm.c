@@ -66,22 +66,21 @@ void ddpm_coefs(const ddpm_schedule *s, int i, float *k) {
     k[DDPM_FIRST] = i == 0;
 }
 
-void ddpm_draw(const float *x0, int B, int64_t per, uint64_t key, int64_t first_sample, int *t,
-               float *xt, float *eps) {
-    ddpm_schedule s;
-    ddpm_schedule_init(&s, DDPM_TRAIN_STEPS);
+void ddpm_draw(const ddpm_schedule *s, const float *x0, int B, int64_t per, uint64_t key,
+               int64_t first_sample, int *t, float *xt, float *eps) {
+    CHECK(s->steps == DDPM_TRAIN_STEPS, "DDPM: training draws from the %d-step process, not %d steps",
+          DDPM_TRAIN_STEPS, s->steps);
     for (int b = 0; b < B; b++) {
         rng g;
         rng_seed(&g, key + (uint64_t)(first_sample + b), RNG_TRANSPORT);
         int tb = t[b] = (int)rng_below(&g, DDPM_TRAIN_STEPS);
-        double a = sqrt(s.alphas_cumprod[tb]), sigma = sqrt(1.0 - s.alphas_cumprod[tb]);
+        double a = sqrt(s->alphas_cumprod[tb]), sigma = sqrt(1.0 - s->alphas_cumprod[tb]);
         const float *d = x0 + (size_t)b * per;
         for (int64_t i = 0; i < per; i++) {
             float e = eps[(size_t)b * per + i] = rng_normal(&g);
             xt[(size_t)b * per + i] = (float)(a * d[i] + sigma * e);
         }
     }
-    ddpm_schedule_free(&s);
 }
 
 tensor *ddpm_loss(model *m, const float *x0, const int *y, int B, uint64_t key, int64_t first_sample,
@@ -96,9 +95,9 @@ tensor *ddpm_loss(model *m, const float *x0, const int *y, int B, uint64_t key, 
     float *xt = arena_alloc(&vitc_arena, sizeof(float) * (size_t)n);
     float *eps = arena_alloc(&vitc_arena, sizeof(float) * (size_t)n);
     float *coefs = arena_alloc(&vitc_arena, sizeof(float) * (size_t)B * DDPM_COEFS);
-    ddpm_draw(x0, B, per, key, first_sample, t, xt, eps);
     ddpm_schedule s;
     ddpm_schedule_init(&s, DDPM_TRAIN_STEPS);
+    ddpm_draw(&s, x0, B, per, key, first_sample, t, xt, eps);
     for (int b = 0; b < B; b++) {
         ts[b] = (float)t[b];
         ddpm_coefs(&s, t[b], coefs + (size_t)b * DDPM_COEFS);

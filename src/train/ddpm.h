@@ -36,9 +36,9 @@ void ddpm_coefs(const ddpm_schedule *s, int i, float *k);
 
 /* For each sample b of B (per floats each) from its own stream (key + first_sample + b): t_b
  * uniform in 0..999, eps ~ N(0, I), x_t = sqrt(alphas_cumprod[t]) x0 + sqrt(1 - alphas_cumprod[t])
- * eps. t (B), xt, eps (B, per). */
-void ddpm_draw(const float *x0, int B, int64_t per, uint64_t key, int64_t first_sample, int *t,
-               float *xt, float *eps);
+ * eps, of the 1000-step process s. t (B), xt, eps (B, per). */
+void ddpm_draw(const ddpm_schedule *s, const float *x0, int B, int64_t per, uint64_t key,
+               int64_t first_sample, int *t, float *xt, float *eps);
 
 /* The training loss of a batch x0 (B, S, S, C) with labels y on the tape: draws as ddpm_draw, the
  * network at (x_t, t, y); op_ddpm_loss with learn_sigma, else op_mse(eps_hat, eps). fo carries
