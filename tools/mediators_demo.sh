@@ -6,13 +6,16 @@
 # their class, and the Frechet distance of its features to the 10k real test images); then the
 # time-step-wise schedule over the three mediator networks, and the JSD redundancy of the vanilla
 # model's attention against the time step. Results in docs/mediators/ (grids, CSV, plot, log).
-# Rerunning skips trained models. Environment: EPOCHS (default 1), LR (3e-4), PRECISION (bf16 where
-# the CPU has AVX512_BF16, else fp32), PER_CLASS samples (30), STEPS (50), CFG (2), RATIOS of the
-# schedule (0.5,0.3), CLF (checkpoints/demo_fmnist/last.safetensors), OUT (docs/mediators), RUNS
-# (checkpoints), TRAIN_ARGS (more train flags, e.g. --set run.stop_after_steps=3 for a dry run).
+# Rerunning skips trained models. Environment: EPOCHS and LR (default: the config's, 3 epochs of a
+# cosine from 1e-3 at batch 32), PRECISION (bf16 where the CPU has AVX512_BF16, else fp32),
+# PER_CLASS samples (30), STEPS (50), CFG (2), RATIOS of the schedule (0.5,0.3), CLF
+# (checkpoints/demo_fmnist/last.safetensors), OUT (docs/mediators), RUNS (checkpoints), TRAIN_ARGS
+# (more train flags, e.g. --set run.stop_after_steps=3 for a dry run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-epochs=${EPOCHS:-1} lr=${LR:-3e-4} per_class=${PER_CLASS:-30} steps=${STEPS:-50} cfg=${CFG:-2}
+epochs=${EPOCHS:-$(sed -n 's/.*"epochs": *\([0-9]*\).*/\1/p' configs/demo_sit_fmnist.json)}
+lr_args=() && [ -n "${LR:-}" ] && lr_args=(--set train.lr="$LR" --set train.warmup_lr="$LR")
+per_class=${PER_CLASS:-30} steps=${STEPS:-50} cfg=${CFG:-2}
 ratios=${RATIOS:-0.5,0.3} clf=${CLF:-checkpoints/demo_fmnist/last.safetensors} out=${OUT:-docs/mediators}
 runs=${RUNS:-checkpoints}
 if [ -z "${PRECISION:-}" ]; then
@@ -26,16 +29,16 @@ log="$out/demo.log"
 main() {
     : > "$log"
     say() { echo "$@" | tee -a "$log"; }
-    say "Attention Mediators demo: $(date -u +%F), $epochs epoch(s) at lr $lr, $PRECISION, $per_class samples a class," \
+    say "Attention Mediators demo: $(date -u +%F), $epochs epoch(s) at lr ${LR:-of the config}, $PRECISION, $per_class samples a class," \
         "$steps SDE steps, cfg $cfg"
     for n in 0 4 16 64; do
         name=sit_fmnist_med$n attn=mediator
         [ "$n" = 0 ] && name=sit_fmnist_vanilla attn=native
-        if [ ! -f "$runs/$name/last.safetensors" ] || ! grep -q "\"epoch\": $epochs," "$runs/$name/metrics.jsonl"; then
+        if [ ! -f "$runs/$name/last.safetensors" ] || ! grep -q "\"type\": \"end\", \"epochs\": $epochs," "$runs/$name/metrics.jsonl"; then
             start=$(date +%s)
             ./train --config configs/demo_sit_fmnist.json --out "$runs" --set run.name=$name \
                 --set model.attn=$attn --set model.mediator_num=$((n ? n : 16)) --set train.epochs="$epochs" \
-                --set train.lr="$lr" --set train.warmup_lr="$lr" --set train.min_lr="$lr" --precision "$PRECISION" --quiet ${TRAIN_ARGS:-}
+                "${lr_args[@]}" --precision "$PRECISION" --quiet ${TRAIN_ARGS:-}
             say "$name: trained in $(( ($(date +%s) - start) / 60 )) min"
         fi
         ./train --config configs/demo_sit_fmnist.json --set model.attn=$attn --set model.mediator_num=$((n ? n : 16)) \
