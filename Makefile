@@ -191,7 +191,7 @@ demo: fmnist train eval
 	./train --config configs/demo_fmnist.json --out checkpoints --precision $(PRECISION) --set run.name=$(DEMO_RUN)
 	./eval --ckpt checkpoints/$(DEMO_RUN)/last.safetensors --data $(FMNIST)/val --precision $(PRECISION)
 
-# the Attention Mediators demo of docs/mediators.md (about an hour on 2 cores): four SiTs on
+# the Attention Mediators demo of docs/mediators.md (about 2.5 hours on 2 cores): four SiTs on
 # Fashion-MNIST (vanilla, 4/16/64 mediators), judged by the demo's classifier, the schedule, JSD
 demo-mediators: fmnist train sample $(BUILD)/bench
 	@test -f checkpoints/demo_fmnist/last.safetensors || $(MAKE) demo
