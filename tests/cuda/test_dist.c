@@ -200,7 +200,7 @@ TEST(cuda_nccl_train_rank_of_two) {
 }
 
 /* rel L2 difference of the tensors whose names start with prefix, a against b */
-static double rel_l2(const st_file *a, const st_file *b, const char *prefix) {
+static double checkpoint_rel_l2(const st_file *a, const st_file *b, const char *prefix) {
     double num = 0, den = 0;
     for (int i = 0; i < b->n; i++) {
         const st_entry *eb = &b->entries[i], *ea = st_find(a, eb->name);
@@ -245,7 +245,8 @@ TEST(cuda_nccl_train_two_ranks_follow_one_process) {
         strcat(path[k], "/last.safetensors");
         EXPECT(st_read(&f[k], path[k], err, sizeof(err)), "%s", err);
     }
-    double weights = rel_l2(&f[1], &f[0], "blocks."), moments = rel_l2(&f[1], &f[0], "optim.exp_avg.");
+    double weights = checkpoint_rel_l2(&f[1], &f[0], "blocks.");
+    double moments = checkpoint_rel_l2(&f[1], &f[0], "optim.exp_avg.");
     st_close(&f[0]);
     st_close(&f[1]);
     printf("    2 CUDA ranks against 1 CPU process, %d steps: worst loss rel err %.1e; final block weights %.1e, "

@@ -41,7 +41,7 @@ static int train_on(const char *device_name, const char *out, const char *file, 
 
 /* sqrt(sum (a - b)²) / sqrt(sum b²) over the tensors of two checkpoints whose names start with
  * prefix ("": the parameters), as tests/test_train_parity.c measures weights */
-static double rel_l2(const st_file *a, const st_file *b, const char *prefix, int *tensors) {
+static double checkpoint_rel_l2(const st_file *a, const st_file *b, const char *prefix, int *tensors) {
     double num = 0, den = 0;
     *tensors = 0;
     for (int i = 0; i < b->n; i++) {
@@ -89,7 +89,7 @@ static void compare_runs(const char *name, const char *file, const char *const *
     const char *blocks[] = {"", "ema.", "optim.exp_avg."};
     double e[3];
     int tensors[3];
-    for (int b = 0; b < 3; b++) e[b] = rel_l2(&f[1], &f[0], blocks[b], &tensors[b]);
+    for (int b = 0; b < 3; b++) e[b] = checkpoint_rel_l2(&f[1], &f[0], blocks[b], &tensors[b]);
     printf("    %d steps: worst loss rel err %.1e; final weights %.1e, EMA %.1e, AdamW m %.1e (rel L2)\n", steps, worst,
            e[0], e[1], e[2]);
     st_close(&f[0]);
