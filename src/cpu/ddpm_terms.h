@@ -58,17 +58,23 @@ DDPM_FN double ddpm_decoder_nll(double x0, double mean, double log_scale, double
     return -lp;
 }
 
+/* p(x_{t-1} | x_t) of one element: the mean from the network's eps_hat e through the predicted x0,
+ * and (*logvar) the log variance placed by v in [-1, 1] between the posterior's and log beta_t */
+DDPM_FN double ddpm_model_mean(const float *k, double xt, double e, double v, double *logvar) {
+    double frac = 0.5 * (v + 1.0);
+    *logvar = frac * k[DDPM_LOG_BETA] + (1.0 - frac) * k[DDPM_POST_LOGVAR];
+    double pred_x0 = k[DDPM_SQRT_RECIP_AC] * xt - k[DDPM_SQRT_RECIPM1_AC] * e;
+    return k[DDPM_POST_COEF1] * pred_x0 + k[DDPM_POST_COEF2] * xt;
+}
+
 /* The loss terms of one element (mean term + bound term in bits) given the network's eps_hat e and
  * variance value v in [-1, 1] (nominally), the data x0, the noisy x_t and the drawn noise eps; *de
  * and *dv: their derivatives in e (the mean term's only) and v. */
 DDPM_FN double ddpm_element(const float *k, double e, double v, double x0, double xt, double eps,
                             double *de, double *dv) {
     const double ln2 = 0.6931471805599453;
-    double min_log = k[DDPM_POST_LOGVAR], max_log = k[DDPM_LOG_BETA];
-    double frac = 0.5 * (v + 1.0), logvar = frac * max_log + (1.0 - frac) * min_log;
-    double dlogvar_dv = 0.5 * (max_log - min_log);
-    double pred_x0 = k[DDPM_SQRT_RECIP_AC] * xt - k[DDPM_SQRT_RECIPM1_AC] * e;
-    double mean = k[DDPM_POST_COEF1] * pred_x0 + k[DDPM_POST_COEF2] * xt, bound, dbound;
+    double min_log = k[DDPM_POST_LOGVAR], dlogvar_dv = 0.5 * (k[DDPM_LOG_BETA] - min_log);
+    double logvar, mean = ddpm_model_mean(k, xt, e, v, &logvar), bound, dbound;
     if (k[DDPM_FIRST] != 0) {
         double ds;
         bound = ddpm_decoder_nll(x0, mean, 0.5 * logvar, &ds);

@@ -124,11 +124,8 @@ void ddpm_step(const ddpm_schedule *s, int i, float *x, const float *out, const 
         for (int c = 0; c < C; c++) {
             int64_t j = bp * C + c;
             const float *o = out + bp * Co + c;
-            double pred_x0 = (double)k[DDPM_SQRT_RECIP_AC] * x[j] - (double)k[DDPM_SQRT_RECIPM1_AC] * o[0];
-            double mean = k[DDPM_POST_COEF1] * pred_x0 + (double)k[DDPM_POST_COEF2] * x[j];
-            double frac = learned ? 0.5 * (o[C] + 1.0) : 0;
-            double logvar = learned ? frac * k[DDPM_LOG_BETA] + (1.0 - frac) * k[DDPM_POST_LOGVAR]
-                                    : s->fixed_large_logvar[i];
+            double logvar, mean = ddpm_model_mean(k, x[j], o[0], learned ? o[C] : -1.0, &logvar);
+            if (!learned) logvar = s->fixed_large_logvar[i];
             x[j] = (float)(mean + (noise && i > 0 ? exp(0.5 * logvar) * noise[j] : 0.0));
         }
 }
