@@ -39,10 +39,16 @@ static void softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias
 
 /* ---- Register tiles, for heads of 16 to 64 channels ----
  * A pair's products are too small for OpenBLAS to run near speed (Swin's 49 x 49 x 32 windows: 55
- * GFLOP/s on 2 threads, a fifth of a large GEMM), so such heads run on tiles of 16-float vectors (one
- * AVX-512 register each): the logits of 4 query rows x 64 keys, or 4-8 output rows x d channels, in 16
- * accumulators. Queries go in blocks of TILE_ROW_BLOCK rows, whose logits stay in L2. */
+ * GFLOP/s on 2 threads, a fifth of a large GEMM), so such heads run on tiles of the machine's vectors
+ * (simd.h): with AVX-512, the logits of 4 query rows x 64 keys, or 4-8 output rows x d channels, in
+ * 16 of its 32 registers; with AVX2, 4 rows x 16 keys, or 6 rows x 16 channels, in 8-12 of its 16.
+ * Queries go in blocks of TILE_ROW_BLOCK rows, whose logits stay in L2. */
 #define TILE_ROW_BLOCK 64
+#if VEC == 16
+#define LOGIT_VECS 4
+#else
+#define LOGIT_VECS 2
+#endif
 
 /* the tiles multiply in fp32: under bf16 the products go through gemm_strided, i.e. gemm_bf16 */
 static bool tiled(const attn_dims *a) {
@@ -104,35 +110,35 @@ WIDE_VECTORS static void block_probs(float *L, const float *lse, int rows, size_
 /* bt (d, mp) = scale * bᵀ for b's m rows (row stride ld), zero in the padding columns */
 static void pack_transposed(float *bt, const float *b, int ld, int m, int d, float scale) {
     size_t mp = padded16(m);
-    for (size_t j0 = 0; j0 < mp; j0 += 16)
-        for (int t0 = 0; t0 < d; t0 += 16) {
-            vec16 x[16];
+    for (size_t j0 = 0; j0 < mp; j0 += VEC)
+        for (int t0 = 0; t0 < d; t0 += VEC) {
+            vecf x[VEC];
 #pragma GCC unroll 16
-            for (int r = 0; r < 16; r++)
-                x[r] = j0 + r < (size_t)m ? scale * load16(b + (j0 + r) * ld + t0) : (vec16){0};
-            transpose16(x);
+            for (int r = 0; r < VEC; r++)
+                x[r] = j0 + r < (size_t)m ? scale * load_vec(b + (j0 + r) * ld + t0) : (vecf){0};
+            transpose_vec(x);
 #pragma GCC unroll 16
-            for (int r = 0; r < 16; r++) store16(bt + (t0 + r) * mp + j0, x[r]);
+            for (int r = 0; r < VEC; r++) store_vec(bt + (t0 + r) * mp + j0, x[r]);
         }
 }
 
-/* out (4 rows of stride mp, 16 nv columns) = the 4 rows a[r] (d floats each) · bt's columns */
+/* out (4 rows of stride mp, VEC nv columns) = the 4 rows a[r] (d floats each) · bt's columns */
 static inline __attribute__((always_inline)) void logits_tile(float *out, size_t mp,
                                                                const float *const a[4],
                                                                const float *bt, int d, int nv) {
-    vec16 acc[4][4];
+    vecf acc[4][LOGIT_VECS];
     for (int r = 0; r < 4; r++)
-        for (int v = 0; v < nv; v++) acc[r][v] = (vec16){0};
+        for (int v = 0; v < nv; v++) acc[r][v] = (vecf){0};
     for (int t = 0; t < d; t++) {
-        vec16 b[4];
-        for (int v = 0; v < nv; v++) b[v] = load16(bt + t * mp + 16 * v);
+        vecf b[LOGIT_VECS];
+        for (int v = 0; v < nv; v++) b[v] = load_vec(bt + t * mp + VEC * v);
         for (int r = 0; r < 4; r++) {
-            vec16 x = splat16(a[r][t]);
+            vecf x = splat(a[r][t]);
             for (int v = 0; v < nv; v++) acc[r][v] += x * b[v];
         }
     }
     for (int r = 0; r < 4; r++)
-        for (int v = 0; v < nv; v++) store16(out + r * mp + 16 * v, acc[r][v]);
+        for (int v = 0; v < nv; v++) store_vec(out + r * mp + VEC * v, acc[r][v]);
 }
 
 /* L (rows of stride mp) = rows i0..i1 of a (row stride lda) · bt: the block's logits. The last group
@@ -144,40 +150,42 @@ static void block_logits(float *L, const float *a, int lda, int i0, int i1, cons
         const float *rows[4];
         for (int r = 0; r < 4; r++) rows[r] = a + (size_t)(i + r < i1 ? i + r : i1 - 1) * lda;
         float *out = L + (size_t)(i - i0) * mp;
-        size_t j = 0;
-        for (; j + 64 <= mp; j += 64) logits_tile(out + j, mp, rows, bt + j, d, 4);
-        switch ((mp - j) / 16) {
+        size_t j = 0, step = LOGIT_VECS * VEC;
+        for (; j + step <= mp; j += step) logits_tile(out + j, mp, rows, bt + j, d, LOGIT_VECS);
+        switch ((mp - j) / VEC) { /* fewer than LOGIT_VECS vectors of keys left */
         case 1: logits_tile(out + j, mp, rows, bt + j, d, 1); break;
+#if LOGIT_VECS == 4
         case 2: logits_tile(out + j, mp, rows, bt + j, d, 2); break;
         case 3: logits_tile(out + j, mp, rows, bt + j, d, 3); break;
+#endif
         }
     }
 }
 
-/* out[r] (16 dv floats) = alpha * sum_t a[r][t * ats] b[t] (+ out[r] when accumulating), for the
+/* out[r] (VEC dv floats) = alpha * sum_t a[r][t * ats] b[t] (+ out[r] when accumulating), for the
  * rows whose out[r] is not NULL; b's T rows have stride ldb */
 static inline __attribute__((always_inline)) void product_tile(float *const out[8], float alpha,
                                                                 bool accumulate,
                                                                 const float *const a[8], size_t ats,
                                                                 const float *b, int ldb, int T,
                                                                 int rows, int dv) {
-    vec16 acc[8][4];
+    vecf acc[8][4];
     for (int r = 0; r < rows; r++)
-        for (int v = 0; v < dv; v++) acc[r][v] = (vec16){0};
+        for (int v = 0; v < dv; v++) acc[r][v] = (vecf){0};
     for (int t = 0; t < T; t++) {
-        vec16 bv[4];
-        for (int v = 0; v < dv; v++) bv[v] = load16(b + (size_t)t * ldb + 16 * v);
+        vecf bv[4];
+        for (int v = 0; v < dv; v++) bv[v] = load_vec(b + (size_t)t * ldb + VEC * v);
         for (int r = 0; r < rows; r++) {
-            vec16 x = splat16(a[r][t * ats]);
+            vecf x = splat(a[r][t * ats]);
             for (int v = 0; v < dv; v++) acc[r][v] += x * bv[v];
         }
     }
     for (int r = 0; r < rows; r++)
         if (out[r])
             for (int v = 0; v < dv; v++) {
-                vec16 y = alpha * acc[r][v];
-                if (accumulate) y += load16(out[r] + 16 * v);
-                store16(out[r] + 16 * v, y);
+                vecf y = alpha * acc[r][v];
+                if (accumulate) y += load_vec(out[r] + VEC * v);
+                store_vec(out[r] + VEC * v, y);
             }
 }
 
@@ -186,7 +194,11 @@ static inline __attribute__((always_inline)) void product_tile(float *const out[
  * stride), or their transpose times the block's output gradient (ats the row stride) */
 static void block_product(float *out, int ldo, float alpha, bool accumulate, const float *a,
                           size_t ars, size_t ats, int R, const float *b, int ldb, int T, int d) {
-    int dv = d / 16, rows = dv == 4 || dv == 3 ? 4 : 8;
+#if VEC == 16 /* the whole head a tile: 8 rows of 1-2 vectors, or 4 rows of 3-4 */
+    int dv = d / VEC, rows = dv == 4 || dv == 3 ? 4 : 8, chunk = d;
+#else /* 6 rows x 16 channels a tile, the head in chunks of 16 */
+    int rows = 6, chunk = 2 * VEC;
+#endif
     for (int r0 = 0; r0 < R; r0 += rows) {
         const float *arow[8];
         float *orow[8];
@@ -195,11 +207,19 @@ static void block_product(float *out, int ldo, float alpha, bool accumulate, con
             arow[r] = a + rr * ars;
             orow[r] = r0 + r < R ? out + (size_t)(r0 + r) * ldo : NULL;
         }
-        switch (dv) {
-        case 1: product_tile(orow, alpha, accumulate, arow, ats, b, ldb, T, 8, 1); break;
-        case 2: product_tile(orow, alpha, accumulate, arow, ats, b, ldb, T, 8, 2); break;
-        case 3: product_tile(orow, alpha, accumulate, arow, ats, b, ldb, T, 4, 3); break;
-        default: product_tile(orow, alpha, accumulate, arow, ats, b, ldb, T, 4, 4); break;
+        for (int c0 = 0; c0 < d; c0 += chunk) {
+            float *o[8];
+            for (int r = 0; r < rows; r++) o[r] = orow[r] ? orow[r] + c0 : NULL;
+#if VEC == 16
+            switch (dv) {
+            case 1: product_tile(o, alpha, accumulate, arow, ats, b + c0, ldb, T, 8, 1); break;
+            case 2: product_tile(o, alpha, accumulate, arow, ats, b + c0, ldb, T, 8, 2); break;
+            case 3: product_tile(o, alpha, accumulate, arow, ats, b + c0, ldb, T, 4, 3); break;
+            default: product_tile(o, alpha, accumulate, arow, ats, b + c0, ldb, T, 4, 4); break;
+            }
+#else
+            product_tile(o, alpha, accumulate, arow, ats, b + c0, ldb, T, 6, 2);
+#endif
         }
     }
 }

@@ -6,11 +6,12 @@
 #include "../core/threads.h"
 #include "simd.h"
 
-/* A tile of TILE_ROWS rows of C by PANEL columns lives in 12 vector registers; B's PANEL rows are
- * packed (transposed) KC at a time, 32 KiB that stay in L1 while every row block of A streams past;
- * each thread takes ROW_BLOCK rows at a time, so that their KC columns of A (512 KiB) stay in L2. */
+/* A tile of TILE_ROWS rows of C by PANEL columns (two of the machine's vectors: 32 columns with
+ * AVX-512, 16 with AVX2) lives in 12 vector registers; B's PANEL rows are packed (transposed) KC at
+ * a time, 16-32 KiB that stay in L1 while every row block of A streams past; each thread takes
+ * ROW_BLOCK rows at a time, so that their KC columns of A (512 KiB) stay in L2. */
 #define TILE_ROWS 6
-#define PANEL 32
+#define PANEL (2 * VEC)
 #define KC 256
 #define ROW_BLOCK 512
 /* with fewer rows than this a thread, threads split the panels (every thread reads all of A) */
@@ -19,20 +20,20 @@
 /* bp (kc, PANEL) = the n (<= PANEL) rows of b (row stride ldb), kc columns, transposed; zero
  * beyond n */
 static void pack_panel(float *bp, const float *b, int ldb, int n, int kc) {
-    int full = kc / 16 * 16;
-    for (int h = 0; h < PANEL / 16; h++) /* 16 rows at a time: fewer streams to prefetch */
-        for (int t0 = 0; t0 < full; t0 += 16) {
-            vec16 x[16];
+    int full = kc / VEC * VEC;
+    for (int h = 0; h < PANEL / VEC; h++) /* VEC rows at a time: fewer streams to prefetch */
+        for (int t0 = 0; t0 < full; t0 += VEC) {
+            vecf x[VEC];
             if (n == PANEL) {
 #pragma GCC unroll 16
-                for (int r = 0; r < 16; r++) x[r] = load16(b + (size_t)(16 * h + r) * ldb + t0);
+                for (int r = 0; r < VEC; r++) x[r] = load_vec(b + (size_t)(VEC * h + r) * ldb + t0);
             } else {
-                for (int r = 0; r < 16; r++)
-                    x[r] = 16 * h + r < n ? load16(b + (size_t)(16 * h + r) * ldb + t0) : (vec16){0};
+                for (int r = 0; r < VEC; r++)
+                    x[r] = VEC * h + r < n ? load_vec(b + (size_t)(VEC * h + r) * ldb + t0) : (vecf){0};
             }
-            transpose16(x);
+            transpose_vec(x);
 #pragma GCC unroll 16
-            for (int r = 0; r < 16; r++) store16(bp + (t0 + r) * PANEL + 16 * h, x[r]);
+            for (int r = 0; r < VEC; r++) store_vec(bp + (t0 + r) * PANEL + VEC * h, x[r]);
         }
     for (int t0 = full; t0 < kc; t0++)
         for (int j = 0; j < PANEL; j++) bp[t0 * PANEL + j] = j < n ? b[(size_t)j * ldb + t0] : 0.0f;
@@ -45,11 +46,10 @@ typedef struct epilogue {
     bool first;
 } epilogue;
 
-static inline __attribute__((always_inline)) vec16 combine(vec16 acc, const float *c,
-                                                           epilogue e) {
-    if (!e.first) return load16(c) + e.alpha * acc;
+static inline __attribute__((always_inline)) vecf combine(vecf acc, const float *c, epilogue e) {
+    if (!e.first) return load_vec(c) + e.alpha * acc;
     if (e.beta == 0.0f) return e.alpha * acc;
-    return e.beta * load16(c) + e.alpha * acc;
+    return e.beta * load_vec(c) + e.alpha * acc;
 }
 
 /* C's rows (rows <= TILE_ROWS, stride ldc) x n (<= PANEL) columns from kc columns of A's rows and
@@ -57,12 +57,12 @@ static inline __attribute__((always_inline)) vec16 combine(vec16 acc, const floa
 static inline __attribute__((always_inline)) void tile(float *c, int ldc, const float *a, int lda,
                                                        const float *bp, int kc, int rows, int n,
                                                        epilogue e) {
-    vec16 acc[TILE_ROWS][2];
-    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = (vec16){0};
+    vecf acc[TILE_ROWS][2];
+    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = (vecf){0};
     for (int k = 0; k < kc; k++) {
-        vec16 b0 = load16(bp + k * PANEL), b1 = load16(bp + k * PANEL + 16);
+        vecf b0 = load_vec(bp + k * PANEL), b1 = load_vec(bp + k * PANEL + VEC);
         for (int r = 0; r < rows; r++) {
-            vec16 x = splat16(a[(size_t)r * lda + k]);
+            vecf x = splat(a[(size_t)r * lda + k]);
             acc[r][0] += x * b0;
             acc[r][1] += x * b1;
         }
@@ -70,14 +70,14 @@ static inline __attribute__((always_inline)) void tile(float *c, int ldc, const 
     for (int r = 0; r < rows; r++) {
         float *cr = c + (size_t)r * ldc;
         if (n == PANEL) {
-            store16(cr, combine(acc[r][0], cr, e));
-            store16(cr + 16, combine(acc[r][1], cr + 16, e));
+            store_vec(cr, combine(acc[r][0], cr, e));
+            store_vec(cr + VEC, combine(acc[r][1], cr + VEC, e));
             continue;
         }
         float sums[PANEL], old[PANEL] = {0};
         for (int j = 0; j < n; j++) old[j] = cr[j];
-        store16(sums, combine(acc[r][0], old, e));
-        store16(sums + 16, combine(acc[r][1], old + 16, e));
+        store_vec(sums, combine(acc[r][0], old, e));
+        store_vec(sums + VEC, combine(acc[r][1], old + VEC, e));
         for (int j = 0; j < n; j++) cr[j] = sums[j];
     }
 }

@@ -1,6 +1,7 @@
-/* Vector code: 16-float vectors (one AVX-512 register; GCC splits them on narrower machines) for
- * register-tiled kernels, and the attribute that lets loops the compiler vectorises use 512-bit
- * registers (GCC's default for these processors is 256). */
+/* Vector code: vecf, the machine's own vector (16 floats with AVX-512, 8 with AVX2), for the
+ * register-tiled kernels, which size their tiles by it; 16-float vectors for the bf16 kernels (built
+ * for AVX-512 only); and the attribute that lets loops the compiler vectorises use 512-bit registers
+ * (GCC's default for these processors is 256). */
 #pragma once
 #include <string.h>
 
@@ -56,3 +57,49 @@ static inline __attribute__((always_inline)) void transpose16(vec16 x[16]) {
     SWAP_BLOCKS(1, INDICES(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
                 INDICES(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
 }
+
+/* ---- The machine's vector: a tile sized for AVX-512's 32 registers of 16 floats, built from vec16
+ * on AVX2's 16 registers of 8, kept twice as many live values as there are registers (Swin's
+ * attention tiles ran 3x slower than OpenBLAS) ---- */
+#ifdef __AVX512F__
+#define VEC 16
+#else
+#define VEC 8
+#endif
+typedef float vecf __attribute__((vector_size(4 * VEC)));
+
+static inline vecf load_vec(const float *p) {
+    vecf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void store_vec(float *p, vecf v) { memcpy(p, &v, sizeof v); }
+
+#if VEC == 16
+static inline vecf splat(float x) { return splat16(x); }
+
+/* the VEC x VEC block in x transposed */
+static inline __attribute__((always_inline)) void transpose_vec(vecf x[VEC]) { transpose16(x); }
+#else
+static inline vecf splat(float x) { return (vecf){x, x, x, x, x, x, x, x}; }
+
+#ifdef __clang__
+#define SHUFFLE8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef int idx8 __attribute__((vector_size(32)));
+#define SHUFFLE8(a, b, ...) __builtin_shuffle(a, b, (idx8){__VA_ARGS__})
+#endif
+#define SWAP_BLOCKS8(b, lo, hi)                                                                    \
+    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) if (!(r & (b))) {                        \
+        vecf top = x[r], bottom = x[r + (b)];                                                      \
+        x[r] = SHUFFLE8(top, bottom, lo);                                                          \
+        x[r + (b)] = SHUFFLE8(top, bottom, hi);                                                    \
+    }
+
+static inline __attribute__((always_inline)) void transpose_vec(vecf x[VEC]) {
+    SWAP_BLOCKS8(4, INDICES(0, 1, 2, 3, 8, 9, 10, 11), INDICES(4, 5, 6, 7, 12, 13, 14, 15));
+    SWAP_BLOCKS8(2, INDICES(0, 1, 8, 9, 4, 5, 12, 13), INDICES(2, 3, 10, 11, 6, 7, 14, 15));
+    SWAP_BLOCKS8(1, INDICES(0, 8, 2, 10, 4, 12, 6, 14), INDICES(1, 9, 3, 11, 5, 13, 7, 15));
+}
+#endif
