@@ -35,6 +35,14 @@ static int train(int ranks, const char *name, int steps, char *out, size_t len) 
                SAME_PATH, launcher, tiny_run_config(), tiny_run_dir(), name, steps);
 }
 
+/* How far the state of ranks may drift from one process in 10 steps. Their gradients differ only in
+ * the order the batch's shares are summed (a few ulps), but AdamW divides each element's gradient by
+ * its own running RMS, so an element whose batch gradient nearly cancels (Agent attention's position
+ * biases here) carries that rounding into its update at full step size. Measured worst: 8.5e-6 with
+ * OpenBLAS's forward products, 2.9e-5 with the register tiles on AVX2 (blocks.1.attn.ca_bias, 3
+ * ranks); a lost or double-counted share moves the state by 1e-2 or more. */
+#define STATE_DRIFT_MAX 1e-4
+
 /* the largest relative L2 difference over the tensors of two runs' last.safetensors (weights, AdamW
  * moments, EMA), or INFINITY when they cannot be compared */
 static double checkpoint_difference(const char *run_a, const char *run_b) {
@@ -98,7 +106,7 @@ TEST(dist_two_and_three_ranks_follow_one_process) {
     expect_same_losses("one", "two", 10, 1e-5);
     expect_same_losses("one", "three", 10, 1e-5);
     double d2 = checkpoint_difference("one", "two"), d3 = checkpoint_difference("one", "three");
-    EXPECT(d2 <= 1e-5 && d3 <= 1e-5, "after 10 steps the weights, moments and EMA differ from 1 process by %.2e "
+    EXPECT(d2 <= STATE_DRIFT_MAX && d3 <= STATE_DRIFT_MAX, "after 10 steps the weights, moments and EMA differ from 1 process by %.2e "
            "(2 ranks) and %.2e (3 ranks)", d2, d3);
 }
 
@@ -127,7 +135,7 @@ TEST(dist_checkpoint_of_two_ranks_resumes_on_three) {
     EXPECT(code == 0, "the resume on 3 ranks exited %d:\n%s", code, out);
     expect_same_losses("straight", "moved", 10, 1e-5);
     double d = checkpoint_difference("straight", "moved");
-    EXPECT(d <= 1e-5, "resumed on 3 ranks, the state differs from 1 process by %.2e", d);
+    EXPECT(d <= STATE_DRIFT_MAX, "resumed on 3 ranks, the state differs from 1 process by %.2e", d);
 }
 
 TEST(dist_killed_rank_ends_the_job_and_the_checkpoint_resumes) {
