@@ -131,7 +131,10 @@ static inline __attribute__((always_inline)) void logits_tile(float *out, size_t
         for (int v = 0; v < nv; v++) acc[r][v] = (vecf){0};
     for (int t = 0; t < d; t++) {
         vecf b[LOGIT_VECS];
-        for (int v = 0; v < nv; v++) b[v] = load_vec(bt + t * mp + VEC * v);
+        for (int v = 0; v < nv; v++) {
+            b[v] = load_vec(bt + t * mp + VEC * v);
+            KEEP_IN_REGISTER(b[v]);
+        }
         for (int r = 0; r < 4; r++) {
             vecf x = splat(a[r][t]);
             for (int v = 0; v < nv; v++) acc[r][v] += x * b[v];
