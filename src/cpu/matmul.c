@@ -8,6 +8,7 @@
 #include "../core/threads.h"
 #include "gemm_bf16.h"
 #include "gemm_nt.h"
+#include "simd.h"
 
 static void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc) {
@@ -26,10 +27,11 @@ static void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
 
 /* gemm_nt wins by 1.1-1.7x up to ~1k rows (batch 1 after the first stage) and on narrow products up
  * to ~4k (the first stage, 3136 x 96 x 288); on larger ones OpenBLAS's blocking is faster (6304 x
- * 192 x 768, 1568 x 384 x 1152: 0.85-0.95x). The same holds with AVX2's tiles (1.05-1.25x, 0.92 on
- * 1568 x 384 x 1152). */
+ * 192 x 768, 1568 x 384 x 1152: 0.85-0.95x). With AVX2's tiles the same up to ~1k rows (1.05-1.25x,
+ * 0.92 on 1568 x 384 x 1152), and narrow products win at any height (Swin's first stage in training,
+ * 50176 x 288 x 96: 1.1-1.2x). */
 static bool gemm_nt_wins(int M, int N, int K) {
-    return M <= 1024 || (M <= 4096 && N <= 384 && K <= 384);
+    return M <= 1024 || (N <= 384 && K <= 384 && (VEC == 8 || M <= 4096));
 }
 
 static void gemm_split_rows(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
