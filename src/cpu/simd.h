@@ -38,29 +38,35 @@ typedef int idx16 __attribute__((vector_size(64)));
 #endif
 #define INDICES(...) __VA_ARGS__
 
-/* the 16 x 16 block in x transposed: four rounds of swapping the off-diagonal blocks of 8, 4, 2, 1
- * (row r takes x[r]'s columns outside the block and x[r + b]'s shifted in, row r + b the others) */
-#define SWAP_BLOCKS(b, lo, hi)                                                                     \
-    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) if (!(r & (b))) {                      \
-        vec16 top = x[r], bottom = x[r + (b)];                                                     \
-        x[r] = SHUFFLE16(top, bottom, lo);                                                         \
-        x[r + (b)] = SHUFFLE16(top, bottom, hi);                                                   \
+/* One round of transposing the lanes x lanes block in x: rows r and r + b swap their off-diagonal
+ * blocks of b (row r takes x[r]'s columns outside the block and x[r + b]'s shifted in, row r + b the
+ * others). Rounds of b = lanes / 2, ..., 2, 1 transpose it. */
+#define SWAP_BLOCKS(type, lanes, shuffle, b, lo, hi)                                               \
+    _Pragma("GCC unroll 16") for (int r = 0; r < (lanes); r++) if (!(r & (b))) {                 \
+        type top = x[r], bottom = x[r + (b)];                                                      \
+        x[r] = shuffle(top, bottom, lo);                                                           \
+        x[r + (b)] = shuffle(top, bottom, hi);                                                     \
     }
 
+/* the 16 x 16 block in x transposed */
 static inline __attribute__((always_inline)) void transpose16(vec16 x[16]) {
-    SWAP_BLOCKS(8, INDICES(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+    SWAP_BLOCKS(vec16, 16, SHUFFLE16, 8,
+                INDICES(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
                 INDICES(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
-    SWAP_BLOCKS(4, INDICES(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+    SWAP_BLOCKS(vec16, 16, SHUFFLE16, 4,
+                INDICES(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
                 INDICES(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
-    SWAP_BLOCKS(2, INDICES(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+    SWAP_BLOCKS(vec16, 16, SHUFFLE16, 2,
+                INDICES(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
                 INDICES(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
-    SWAP_BLOCKS(1, INDICES(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+    SWAP_BLOCKS(vec16, 16, SHUFFLE16, 1,
+                INDICES(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
                 INDICES(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
 }
 
-/* ---- The machine's vector: a tile sized for AVX-512's 32 registers of 16 floats, built from vec16
- * on AVX2's 16 registers of 8, kept twice as many live values as there are registers (Swin's
- * attention tiles ran 3x slower than OpenBLAS) ---- */
+/* ---- The machine's vector. A tile sized for AVX-512's 32 registers of 16 floats but built from
+ * vec16 on AVX2 (16 registers of 8) holds twice as many live vectors as there are registers and
+ * spills (the attention tiles were 46% of a DeiT inference): the tiles size themselves by VEC. ---- */
 #ifdef __AVX512F__
 #define VEC 16
 #else
@@ -100,16 +106,13 @@ static inline vecf splat(float x) { return (vecf){x, x, x, x, x, x, x, x}; }
 typedef int idx8 __attribute__((vector_size(32)));
 #define SHUFFLE8(a, b, ...) __builtin_shuffle(a, b, (idx8){__VA_ARGS__})
 #endif
-#define SWAP_BLOCKS8(b, lo, hi)                                                                    \
-    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) if (!(r & (b))) {                        \
-        vecf top = x[r], bottom = x[r + (b)];                                                      \
-        x[r] = SHUFFLE8(top, bottom, lo);                                                          \
-        x[r + (b)] = SHUFFLE8(top, bottom, hi);                                                    \
-    }
 
 static inline __attribute__((always_inline)) void transpose_vec(vecf x[VEC]) {
-    SWAP_BLOCKS8(4, INDICES(0, 1, 2, 3, 8, 9, 10, 11), INDICES(4, 5, 6, 7, 12, 13, 14, 15));
-    SWAP_BLOCKS8(2, INDICES(0, 1, 8, 9, 4, 5, 12, 13), INDICES(2, 3, 10, 11, 6, 7, 14, 15));
-    SWAP_BLOCKS8(1, INDICES(0, 8, 2, 10, 4, 12, 6, 14), INDICES(1, 9, 3, 11, 5, 13, 7, 15));
+    SWAP_BLOCKS(vecf, 8, SHUFFLE8, 4, INDICES(0, 1, 2, 3, 8, 9, 10, 11),
+                INDICES(4, 5, 6, 7, 12, 13, 14, 15));
+    SWAP_BLOCKS(vecf, 8, SHUFFLE8, 2, INDICES(0, 1, 8, 9, 4, 5, 12, 13),
+                INDICES(2, 3, 10, 11, 6, 7, 14, 15));
+    SWAP_BLOCKS(vecf, 8, SHUFFLE8, 1, INDICES(0, 8, 2, 10, 4, 12, 6, 14),
+                INDICES(1, 9, 3, 11, 5, 13, 7, 15));
 }
 #endif
