@@ -359,3 +359,132 @@ TEST(bf16_set_precision_refuses_what_the_cpu_lacks) {
     EXPECT(precision_parse("bf16", &p) && p == PRECISION_BF16 && precision_parse("tf32", &p) && p == PRECISION_TF32 &&
                !precision_parse("fp16", &p), "parse");
 }
+
+/* ---- Softmax attention's bf16 tiles against a reference of the same roundings ---- */
+
+static double rounded(float x) { return bf16_to_float(bf16_from_float(x)); }
+
+typedef struct attention_case {
+    int seqs, n, m, heads, d, windows;
+    float scale;
+    const float *bias, *mask; /* (heads, n, m), (windows, n, m) or NULL */
+} attention_case;
+
+/* out, and dq, dk, dv, dbias (+=) for the upstream dout, in double from what --precision bf16
+ * rounds: q, k (logits), the probabilities and v (output); dout and P (dv), dout and v (dP), dS and
+ * k (dq), dS and q (dk); softmax, its gradient and the bias gradient unrounded. With round_all
+ * false: the same without any rounding, i.e. fp32 attention's exact value. */
+static void attention_reference(float *out, float *dq, float *dk, float *dv, float *dbias,
+                                const float *dout, const float *q, const float *k, const float *v,
+                                const attention_case *c, bool round_all) {
+    int n = c->n, m = c->m, d = c->d, C = c->heads * d;
+#define R(x) (round_all ? rounded(x) : (double)(x))
+    double *P = malloc(sizeof(double) * n * m), *dS = malloc(sizeof(double) * n * m);
+    for (int s = 0; s < c->seqs; s++)
+        for (int h = 0; h < c->heads; h++) {
+            const float *qs = q + (size_t)s * n * C + h * d, *ks = k + (size_t)s * m * C + h * d;
+            const float *vs = v + (size_t)s * m * C + h * d, *gs = dout + (size_t)s * n * C + h * d;
+            for (int i = 0; i < n; i++) {
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < m; j++) {
+                    double dot = 0;
+                    for (int e = 0; e < d; e++) dot += R(qs[i * C + e]) * R(ks[j * C + e]);
+                    P[i * m + j] = c->scale * dot + (c->bias ? c->bias[(h * n + i) * m + j] : 0) +
+                                   (c->mask ? c->mask[((s % c->windows) * n + i) * m + j] : 0);
+                    mx = fmax(mx, P[i * m + j]);
+                }
+                for (int j = 0; j < m; j++) sum += P[i * m + j] = exp(P[i * m + j] - mx);
+                double dot_row = 0;
+                for (int j = 0; j < m; j++) {
+                    P[i * m + j] /= sum;
+                    double dp = 0;
+                    for (int e = 0; e < d; e++) dp += R(gs[i * C + e]) * R(vs[j * C + e]);
+                    dS[i * m + j] = dp;
+                    dot_row += dp * P[i * m + j];
+                }
+                for (int j = 0; j < m; j++) {
+                    dS[i * m + j] = P[i * m + j] * (dS[i * m + j] - dot_row);
+                    dbias[(h * n + i) * m + j] += (float)dS[i * m + j];
+                }
+                for (int e = 0; e < d; e++) {
+                    double o = 0, g = 0;
+                    for (int j = 0; j < m; j++) {
+                        o += R((float)P[i * m + j]) * R(vs[j * C + e]);
+                        g += R((float)dS[i * m + j]) * R(ks[j * C + e]);
+                    }
+                    out[(size_t)s * n * C + i * C + h * d + e] = (float)o;
+                    dq[(size_t)s * n * C + i * C + h * d + e] += (float)(c->scale * g);
+                }
+            }
+            for (int j = 0; j < m; j++)
+                for (int e = 0; e < d; e++) {
+                    double gv = 0, gk = 0;
+                    for (int i = 0; i < n; i++) {
+                        gv += R((float)P[i * m + j]) * R(gs[i * C + e]);
+                        gk += R((float)dS[i * m + j]) * R(qs[i * C + e]);
+                    }
+                    dv[(size_t)s * m * C + j * C + h * d + e] += (float)gv;
+                    dk[(size_t)s * m * C + j * C + h * d + e] += (float)(c->scale * gk);
+                }
+        }
+#undef R
+    free(P), free(dS);
+}
+
+/* Heads of 16 to 64 channels run on attention_bf16.c's tiles (several query blocks, key counts
+ * that are not multiples of 16, odd row counts, masks and biases; the backward on the tiles when
+ * there are pairs for every thread, on gemm_bf16 otherwise). Each rounding of an operand moves the
+ * results by ~1.5e-3 (normwise), and they are 3.2-4.3e-3 from exact attention; from the reference
+ * of the same roundings they are 1e-8 to 5e-5, but for a probability whose fp32 and double values
+ * round to neighbouring bf16 (1-3 of the ~40k here: up to 9e-5). Bounds: within 3e-4 of the
+ * reference, at least 1e-3 from exact attention, so a missed or extra rounding fails. */
+TEST(bf16_attention_tiles_round_as_the_reference) {
+    SKIP_WITHOUT_BF16();
+    rng r;
+    rng_seed(&r, 23, RNG_TEST);
+    float *mask = malloc(sizeof(float) * 2 * 70 * 70);
+    for (int i = 0; i < 2 * 70 * 70; i++) mask[i] = i % 11 == 4 ? -100.0f : 0.0f;
+    attention_case cases[] = {
+        {4, 70, 70, 2, 16, 2, 0.25f, NULL, mask}, /* Swin-like windows, two query blocks */
+        {3, 37, 197, 3, 64, 1, 0.125f, NULL, NULL}, /* agents over DeiT's tokens */
+        {2, 131, 49, 2, 48, 1, 0.144f, NULL, NULL}, /* tokens over agents, three blocks */
+        {1, 45, 33, 1, 32, 1, 0.177f, NULL, NULL},  /* one pair: the backward on gemm_bf16 */
+    };
+    for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
+        attention_case c = cases[t];
+        int C = c.heads * c.d;
+        tensor *q = LEAF(&r, 1, c.seqs, c.n, C), *k = LEAF(&r, 1, c.seqs, c.m, C), *v = LEAF(&r, 1, c.seqs, c.m, C);
+        tensor *bias = LEAF(&r, 0.5f, c.heads, c.n, c.m);
+        c.bias = bias->data;
+        size_t qn = q->numel, kn = k->numel, bn = bias->numel;
+        float *dout = malloc(sizeof(float) * qn);
+        for (size_t i = 0; i < qn; i++) dout[i] = rng_normal(&r);
+        float *ref[2][5]; /* (rounded, exact) x (out, dq, dk, dv, dbias) */
+        for (int exact = 0; exact < 2; exact++) {
+            size_t sizes[5] = {qn, qn, kn, kn, bn};
+            for (int i = 0; i < 5; i++) ref[exact][i] = calloc(sizes[i], sizeof(float));
+            attention_reference(ref[exact][0], ref[exact][1], ref[exact][2], ref[exact][3], ref[exact][4],
+                                dout, q->data, k->data, v->data, &c, !exact);
+        }
+        vitc_set_precision(PRECISION_BF16, NULL);
+        tensor *y = op_attention(q, k, v, c.heads, c.scale, bias, c.mask, c.windows);
+        tape_backward_from(y, dout);
+        vitc_set_precision(PRECISION_FP32, NULL);
+        const float *got[5] = {y->data, q->grad, k->grad, v->grad, bias->grad};
+        const size_t sizes[5] = {qn, qn, kn, kn, bn};
+        const char *names[5] = {"output", "dq", "dk", "dv", "dbias"};
+        for (int i = 0; i < 5; i++) {
+            double to_rounded = norm_rel_diff(got[i], ref[0][i], (int64_t)sizes[i]);
+            double to_exact = norm_rel_diff(got[i], ref[1][i], (int64_t)sizes[i]);
+            EXPECT(to_rounded < 3e-4, "case %zu %s: %.3g from the bf16 reference", t, names[i], to_rounded);
+            EXPECT(to_exact > 1e-3, "case %zu %s: %.3g from exact attention, as if nothing was rounded", t,
+                   names[i], to_exact);
+        }
+        for (int exact = 0; exact < 2; exact++)
+            for (int i = 0; i < 5; i++) free(ref[exact][i]);
+        free(dout);
+        tape_reset();
+        arena_reset(&vitc_arena);
+    }
+    free(mask);
+}

@@ -5,6 +5,7 @@
 
 #include "../core/precision.h"
 #include "../core/threads.h"
+#include "attention_blocks.h"
 #include "fast_exp.h"
 #include "matmul.h"
 #include "norm.h"
@@ -13,7 +14,7 @@
 
 /* one pair per thread when there are enough (vitc_items_in_parallel); else the pairs run in order
  * with OpenBLAS threading each GEMM and the softmax rows split */
-static bool pairs_in_parallel(const attn_dims *a) { return vitc_items_in_parallel(a->seqs * a->heads); }
+bool attn_pairs_in_parallel(const attn_dims *a) { return vitc_items_in_parallel(a->seqs * a->heads); }
 
 /* P = scale q kᵀ for one pair (bias and mask are added by rows) */
 static void pair_logits(float *P, const float *q, const float *k, const attn_dims *a, int pair) {
@@ -24,7 +25,7 @@ static void pair_logits(float *P, const float *q, const float *k, const attn_dim
 
 /* dS = P ⊙ (dP - rowsum(dP ⊙ P)) in place of dP (rows of stride ld), summed into dbias_h (rows of
  * m) when given */
-static void softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias_h, int n, int m,
+void attn_softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias_h, int n, int m,
                               bool split_rows) {
 #pragma omp parallel for schedule(static) if (split_rows)
     for (int i = 0; i < n; i++) {
@@ -42,32 +43,39 @@ static void softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias
  * GFLOP/s on 2 threads, a fifth of a large GEMM), so such heads run on tiles of the machine's vectors
  * (simd.h): with AVX-512, the logits of 4 query rows x 64 keys, or 4-8 output rows x d channels, in
  * 16 of its 32 registers; with AVX2, 4 rows x 16 keys, or 6 rows x 16 channels, in 8-12 of its 16.
- * Queries go in blocks of TILE_ROW_BLOCK rows, whose logits stay in L2. */
-#define TILE_ROW_BLOCK 64
+ * Queries go in blocks of ATTN_BLOCK_ROWS rows, whose logits stay in L2. */
 #if VEC == 16
 #define LOGIT_VECS 4
 #else
 #define LOGIT_VECS 2
 #endif
 
-/* the tiles multiply in fp32: under bf16 the products go through gemm_strided, i.e. gemm_bf16 */
-static bool tiled(const attn_dims *a) {
-    return vitc_precision() == PRECISION_FP32 && a->d % 16 == 0 && a->d <= 64;
+/* how a call runs: fp32 tiles (these), bf16 tiles (attention_bf16.c), or a GEMM a product
+ * (gemm_strided: OpenBLAS, or gemm_bf16 under bf16) */
+typedef enum { ON_GEMMS, ON_TILES, ON_BF16_TILES } attn_path;
+
+static bool tile_width(const attn_dims *a) { return a->d % 16 == 0 && a->d <= 64; }
+
+static attn_path forward_path(const attn_dims *a) {
+    if (!tile_width(a)) return ON_GEMMS;
+    return vitc_precision() == PRECISION_BF16 ? ON_BF16_TILES : ON_TILES;
 }
 
-/* The backward's five products per pair: faster on tiles than through OpenBLAS for heads of 32
- * channels (Swin's and CSwin's: 1.1-1.15x), no faster for 64 (DeiT's 197 x 197); with few pairs the
- * GEMMs are better threaded by OpenBLAS. */
-static bool tiled_backward(const attn_dims *a) { return tiled(a) && a->d <= 32 && pairs_in_parallel(a); }
-
-static size_t padded16(int m) { return ((size_t)m + 15) & ~(size_t)15; }
+/* The backward's five products per pair: on fp32 tiles faster than through OpenBLAS for heads of
+ * 32 channels (Swin's and CSwin's: 1.1-1.15x), no faster for 64 (DeiT's 197 x 197); with few pairs
+ * the GEMMs are better threaded. */
+static attn_path backward_path(const attn_dims *a) {
+    attn_path p = forward_path(a);
+    if (p == ON_GEMMS || !attn_pairs_in_parallel(a)) return ON_GEMMS;
+    return p == ON_TILES && a->d > 32 ? ON_GEMMS : p;
+}
 
 /* Rows of a block's logits (stride mp, a multiple of 16), each pass over all rows before the next:
  * done row by row, each row's chain of reductions and exp polynomials ran at its latency. */
 
 /* the logits plus their bias and mask rows; -inf in the padding up to mp (none on the GEMM path,
  * whose rows are m long) */
-WIDE_VECTORS static void block_add_bias_mask(float *L, const attn_dims *a, int pair, int i0, int i1,
+WIDE_VECTORS void attn_block_add_bias_mask(float *L, const attn_dims *a, int pair, int i0, int i1,
                                              size_t mp) {
     size_t nm = (size_t)a->n * a->m;
     int m = a->m, h = pair % a->heads, w = (pair / a->heads) % a->windows;
@@ -86,7 +94,7 @@ WIDE_VECTORS static void block_add_bias_mask(float *L, const attn_dims *a, int p
 }
 
 /* softmax of each row in place; lse (rows) receives each row's log-sum-exp */
-WIDE_VECTORS static void block_softmax(float *L, float *lse, int rows, size_t mp) {
+WIDE_VECTORS void attn_block_softmax(float *L, float *lse, int rows, size_t mp) {
     for (int i = 0; i < rows; i++) lse[i] = reduce_max(L + i * mp, (int)mp);
     for (int i = 0; i < rows; i++) {
         float *p = L + i * mp, mx = lse[i];
@@ -100,7 +108,7 @@ WIDE_VECTORS static void block_softmax(float *L, float *lse, int rows, size_t mp
 }
 
 /* the forward's probabilities again from the logits (bias and mask added) and each row's lse */
-WIDE_VECTORS static void block_probs(float *L, const float *lse, int rows, size_t mp) {
+WIDE_VECTORS void attn_block_probs(float *L, const float *lse, int rows, size_t mp) {
     for (int i = 0; i < rows; i++) {
         float *p = L + i * mp, row_lse = lse[i];
         for (size_t j = 0; j < mp; j++) p[j] = fast_expf(p[j] - row_lse);
@@ -145,7 +153,7 @@ static inline __attribute__((always_inline)) void logits_tile(float *out, size_t
 }
 
 /* L (rows of stride mp) = rows i0..i1 of a (row stride lda) · bt: the block's logits. The last group
- * of 4 rows repeats row i1 - 1 into L's spare rows (L holds TILE_ROW_BLOCK rows). */
+ * of 4 rows repeats row i1 - 1 into L's spare rows (L holds ATTN_BLOCK_ROWS rows). */
 static void block_logits(float *L, const float *a, int lda, int i0, int i1, const float *bt, int m,
                          int d) {
     size_t mp = padded16(m);
@@ -230,13 +238,12 @@ static void block_product(float *out, int ldo, float alpha, bool accumulate, con
 /* floats of one thread's tiled scratch: kᵀ (and vᵀ) packed, a block's logits (and their gradient) */
 static size_t tiled_thread_floats(const attn_dims *a, bool backward) {
     size_t mp = padded16(a->m);
-    return (backward ? 2 : 1) * ((size_t)a->d * mp + TILE_ROW_BLOCK * mp);
+    return (backward ? 2 : 1) * ((size_t)a->d * mp + ATTN_BLOCK_ROWS * mp);
 }
 
-/* rows per block of the forward: TILE_ROW_BLOCK, or fewer when the pairs' blocks would be too few to
- * keep every thread busy (batch 1's agent tokens: 3 pairs of 49 rows on 2 threads) */
-static int forward_block_rows(const attn_dims *a) {
-    int rows = TILE_ROW_BLOCK, pairs = a->seqs * a->heads;
+/* (batch 1's agent tokens: 3 pairs of 49 rows on 2 threads) */
+int attn_forward_block_rows(const attn_dims *a) {
+    int rows = ATTN_BLOCK_ROWS, pairs = a->seqs * a->heads;
     while (rows > 8 && (int64_t)pairs * ((a->n + rows - 1) / rows) < 4 * vitc_threads()) rows /= 2;
     return rows;
 }
@@ -246,17 +253,17 @@ static void tiled_forward_block(float *out, float *lse, float *L, const float *k
                                 const float *v, const attn_dims *a, int pair, int i0, int i1) {
     int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
     size_t mp = padded16(m), qo = (size_t)s * n * C + h * d, vo = (size_t)s * m * C + h * d;
-    float row_lse[TILE_ROW_BLOCK];
+    float row_lse[ATTN_BLOCK_ROWS];
     block_logits(L, q + qo, C, i0, i1, kt, m, d);
-    block_add_bias_mask(L, a, pair, i0, i1, mp);
-    block_softmax(L, row_lse, i1 - i0, mp);
+    attn_block_add_bias_mask(L, a, pair, i0, i1, mp);
+    attn_block_softmax(L, row_lse, i1 - i0, mp);
     if (lse) memcpy(lse + (size_t)pair * n + i0, row_lse, sizeof(float) * (i1 - i0));
     block_product(out + qo + (size_t)i0 * C, C, 1.0f, false, L, mp, 1, i1 - i0, v + vo, C, m, d);
 }
 
 static void tiled_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                           const attn_dims *a, float *scratch) {
-    int block_rows = forward_block_rows(a), blocks = (a->n + block_rows - 1) / block_rows;
+    int block_rows = attn_forward_block_rows(a), blocks = (a->n + block_rows - 1) / block_rows;
     int items = a->seqs * a->heads * blocks, C = a->heads * a->d;
     size_t per_thread = tiled_thread_floats(a, false), mp = padded16(a->m);
 #pragma omp parallel
@@ -283,20 +290,20 @@ static void tiled_backward_pair(float *dq, float *dk, float *dv, float *dbias_h,
     int s = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
     size_t mp = padded16(m), qo = (size_t)s * n * C + h * d, ko = (size_t)s * m * C + h * d;
     float *kt = scratch, *vt = kt + (size_t)d * mp, *P = vt + (size_t)d * mp,
-          *dP = P + TILE_ROW_BLOCK * mp;
+          *dP = P + ATTN_BLOCK_ROWS * mp;
     bool need_ds = dq || dk || dbias_h;
     pack_transposed(kt, k + ko, C, m, d, a->scale);
     if (need_ds) pack_transposed(vt, v + ko, C, m, d, 1.0f);
-    for (int i0 = 0; i0 < n; i0 += TILE_ROW_BLOCK) {
-        int i1 = i0 + TILE_ROW_BLOCK < n ? i0 + TILE_ROW_BLOCK : n, rows = i1 - i0;
+    for (int i0 = 0; i0 < n; i0 += ATTN_BLOCK_ROWS) {
+        int i1 = i0 + ATTN_BLOCK_ROWS < n ? i0 + ATTN_BLOCK_ROWS : n, rows = i1 - i0;
         block_logits(P, q + qo, C, i0, i1, kt, m, d);
-        block_add_bias_mask(P, a, pair, i0, i1, mp);
-        block_probs(P, lse + (size_t)pair * n + i0, rows, mp);
+        attn_block_add_bias_mask(P, a, pair, i0, i1, mp);
+        attn_block_probs(P, lse + (size_t)pair * n + i0, rows, mp);
         const float *dout_block = dout + qo + (size_t)i0 * C;
         if (dv) block_product(dv + ko, C, 1.0f, true, P, 1, mp, m, dout_block, C, rows, d);
         if (!need_ds) continue;
         block_logits(dP, dout_block, C, 0, rows, vt, m, d);
-        softmax_grad_rows(dP, P, mp, dbias_h ? dbias_h + (size_t)i0 * m : NULL, rows, m, false);
+        attn_softmax_grad_rows(dP, P, mp, dbias_h ? dbias_h + (size_t)i0 * m : NULL, rows, m, false);
         if (dq) block_product(dq + qo + (size_t)i0 * C, C, a->scale, true, dP, mp, 1, rows, k + ko, C, m, d);
         if (dk) block_product(dk + ko, C, a->scale, true, dP, 1, mp, m, q + qo + (size_t)i0 * C, C, rows, d);
     }
@@ -306,8 +313,11 @@ static void tiled_backward_pair(float *dq, float *dk, float *dv, float *dbias_h,
 
 /* one thread's scratch, besides private bias gradients */
 static size_t thread_floats(const attn_dims *a, bool backward) {
-    if (backward ? tiled_backward(a) : tiled(a)) return tiled_thread_floats(a, backward);
-    return (backward ? 2 : 1) * (size_t)a->n * a->m;
+    switch (backward ? backward_path(a) : forward_path(a)) {
+    case ON_TILES: return tiled_thread_floats(a, backward);
+    case ON_BF16_TILES: return attention_bf16_thread_floats(a, backward);
+    default: return (backward ? 2 : 1) * (size_t)a->n * a->m;
+    }
 }
 
 size_t attention_scratch_floats(const attn_dims *a, bool backward, bool dbias) {
@@ -322,7 +332,7 @@ static void forward_pair(float *out, float *lse, float *P, const float *q, const
 #pragma omp parallel for schedule(static) if (split_rows)
     for (int i = 0; i < n; i++) {
         float *p = P + (size_t)i * m;
-        block_add_bias_mask(p, a, pair, i, i + 1, m);
+        attn_block_add_bias_mask(p, a, pair, i, i + 1, m);
         float row_lse = softmax_row(p, m);
         if (lse) lse[(size_t)pair * n + i] = row_lse;
     }
@@ -332,13 +342,14 @@ static void forward_pair(float *out, float *lse, float *P, const float *q, const
 
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                        const attn_dims *a, float *scratch) {
-    if (tiled(a)) {
-        tiled_forward(out, lse, q, k, v, a, scratch);
-        return;
+    switch (forward_path(a)) {
+    case ON_TILES: tiled_forward(out, lse, q, k, v, a, scratch); return;
+    case ON_BF16_TILES: attention_bf16_forward(out, lse, q, k, v, a, scratch, thread_floats(a, false)); return;
+    default: break;
     }
     size_t nm = (size_t)a->n * a->m;
     int pairs = a->seqs * a->heads;
-    if (pairs_in_parallel(a)) {
+    if (attn_pairs_in_parallel(a)) {
 #pragma omp parallel for schedule(static)
         for (int p = 0; p < pairs; p++)
             forward_pair(out, lse, scratch + vitc_thread_id() * nm, q, k, v, a, p, false);
@@ -356,7 +367,7 @@ static void recompute_probs(float *P, const float *lse, const float *q, const fl
 #pragma omp parallel for schedule(static) if (split_rows)
     for (int i = 0; i < n; i++) {
         float *p = P + (size_t)i * m, row_lse = lse[(size_t)pair * n + i];
-        block_add_bias_mask(p, a, pair, i, i + 1, m);
+        attn_block_add_bias_mask(p, a, pair, i, i + 1, m);
         for (int j = 0; j < m; j++) p[j] = fast_expf(p[j] - row_lse);
     }
 }
@@ -371,7 +382,7 @@ static void backward_pair(float *dq, float *dk, float *dv, float *dbias, const f
     if (dv) gemm_strided(true, false, m, d, n, 1.0f, P, m, dout + qo, C, 1.0f, dv + ko, C);
     if (!dq && !dk && !dbias) return;
     gemm_strided(false, true, n, m, d, 1.0f, dout + qo, C, v + ko, C, 0.0f, dP, m);
-    softmax_grad_rows(dP, P, m, dbias ? dbias + (size_t)h * n * m : NULL, n, m, split_rows);
+    attn_softmax_grad_rows(dP, P, m, dbias ? dbias + (size_t)h * n * m : NULL, n, m, split_rows);
     if (dq) gemm_strided(false, false, n, d, m, a->scale, dP, m, k + ko, C, 1.0f, dq + qo, C);
     if (dk) gemm_strided(true, false, m, d, n, a->scale, dP, m, q + qo, C, 1.0f, dk + ko, C);
 }
@@ -381,8 +392,8 @@ void attention_backward(float *dq, float *dk, float *dv, float *dbias, const flo
                         const attn_dims *a, float *scratch) {
     size_t hnm = (size_t)a->heads * a->n * a->m;
     int pairs = a->seqs * a->heads;
-    bool on_tiles = tiled_backward(a);
-    if (!on_tiles && !pairs_in_parallel(a)) {
+    attn_path path = backward_path(a);
+    if (path == ON_GEMMS && !attn_pairs_in_parallel(a)) {
         for (int p = 0; p < pairs; p++)
             backward_pair(dq, dk, dv, dbias, dout, lse, q, k, v, a, p, scratch, true);
         return;
@@ -396,9 +407,12 @@ void attention_backward(float *dq, float *dk, float *dv, float *dbias, const flo
     for (int p = 0; p < pairs; p++) {
         int t = vitc_thread_id();
         float *dbias_t = dbias ? private_dbias + t * hnm : NULL;
-        if (on_tiles)
-            tiled_backward_pair(dq, dk, dv, dbias_t ? dbias_t + (p % a->heads) * (hnm / a->heads) : NULL,
-                                dout, lse, q, k, v, a, p, scratch + t * per_thread);
+        float *dbias_h = dbias_t ? dbias_t + (p % a->heads) * (hnm / a->heads) : NULL;
+        if (path == ON_TILES)
+            tiled_backward_pair(dq, dk, dv, dbias_h, dout, lse, q, k, v, a, p, scratch + t * per_thread);
+        else if (path == ON_BF16_TILES)
+            attention_bf16_backward_pair(dq, dk, dv, dbias_h, dout, lse, q, k, v, a, p,
+                                         scratch + t * per_thread);
         else
             backward_pair(dq, dk, dv, dbias_t, dout, lse, q, k, v, a, p, scratch + t * per_thread, false);
     }

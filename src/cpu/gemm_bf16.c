@@ -5,6 +5,7 @@
 #include "../core/check.h"
 #include "../core/cpu_features.h"
 #include "../core/threads.h"
+#include "bf16_simd.h"
 
 bf16 bf16_from_float(float x) {
     uint32_t u;
@@ -43,39 +44,7 @@ size_t gemm_bf16_a_size(int M, int K) { return (size_t)M * even(K); }
 
 size_t gemm_bf16_b_size(int N, int K) { return (size_t)(N + PANEL - 1) / PANEL * PANEL * even(K); }
 
-/* GCC >= 10 and Clang >= 9 know the instruction; its code gets the target attribute, so the rest of
- * the build needs no -mavx512bf16 and runs on any x86-64 */
-#if defined(__x86_64__) &&                                                                         \
-    ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10))
-#include <immintrin.h>
-
-#include "simd.h"
-
-#define BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
-#define INLINE static inline __attribute__((always_inline))
-
-/* the lowest m (clamped to 0..16) lanes */
-static inline __mmask16 lanes(int m) {
-    return m >= 16 ? 0xffff : m <= 0 ? 0 : (__mmask16)((1u << m) - 1);
-}
-
-/* the m (<= 32) floats at x as 32 bf16 in order, zeros past m: 16 pairs. vcvtne2ps2bf16 rounds as
- * bf16_from_float does, bit for bit. */
-BF16_TARGET INLINE __m512i bf16_of_32(const float *x, int m) {
-    __m512 x0 = _mm512_maskz_loadu_ps(lanes(m), x),
-           x1 = _mm512_maskz_loadu_ps(lanes(m - 16), x + 16);
-    return (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
-}
-
-/* lane l: the pair (lo[l], hi[l]) of bf16, lo in the lower half, as vdpbf16ps reads a pair */
-BF16_TARGET INLINE __m512i pairs16(__m512 lo, __m512 hi) {
-    static const uint16_t interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
-                                            21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
-                                            11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave),
-                                    (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-}
-
+#ifdef VITC_BF16_KERNELS
 /* the stores of a kc-long row in pairs: (kc + 1) / 2 of them from pair p0 on, at most 16 */
 static inline __mmask16 pair_lanes(int kc, int p0) { return lanes((kc + 1) / 2 - p0); }
 

@@ -1,0 +1,264 @@
+/* Softmax attention under --precision bf16 for heads of 16 to 64 channels: the logits, the
+ * probabilities times v and the backward's five products on register tiles of vdpbf16ps, each
+ * operand rounded to bf16 once (k and v once per pair, q, the probabilities and the gradients once
+ * per block of query rows), every sum fp32. Through gemm_bf16 each of a pair's products packed both
+ * of its operands again into panels sized for large GEMMs. The rows' softmax, statistics and
+ * gradient stay fp32 (attention_blocks.h), as on the fp32 tiles of attention.c.
+ *
+ * A word is a uint32 holding two bf16, the lower half first: the pair vdpbf16ps multiplies with
+ * the same pair of the other operand. The operands take three layouts of words, zero-padded:
+ *   row words        word (r, u) = (x[r][2u], x[r][2u + 1])    a row's consecutive pairs
+ *   key pairs        word (u, j) = (x[j][2u], x[j][2u + 1])    row words turned: u over channels
+ *   row pairs        word (u, c) = (x[2u][c], x[2u + 1][c])    two rows interleaved
+ * and every product is out (R, 16 nv) = alpha a b with a's rows in words and b's rows in words of
+ * the same pairs: each output lane sums, in order of u, the products of its pair (vdpbf16ps: the
+ * odd element's, then the even one's) into one fp32 accumulator; the result is alpha times that sum,
+ * added to out when the product accumulates. */
+#include <string.h>
+
+#include "../core/check.h"
+#include "../core/cpu_features.h"
+#include "../core/threads.h"
+#include "attention_blocks.h"
+#include "bf16_simd.h"
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* words of one thread's scratch, each buffer a whole number of cache lines */
+static size_t lines(size_t words) { return (words + 15) & ~(size_t)15; }
+
+size_t attention_bf16_thread_floats(const attn_dims *a, bool backward) {
+    size_t mp = padded16(a->m), d = (size_t)a->d, rows = ATTN_BLOCK_ROWS;
+    if (!backward) /* k's key pairs, v's row pairs, q's row words, logits, probabilities' row words */
+        return 2 * lines(d / 2 * mp) + lines(rows * d / 2) + lines(rows * mp) + lines(rows * mp / 2);
+    /* k's and v's key pairs, k's row pairs; logits and their gradient; q's, dout's and dS's row
+     * words; a transposed block (Pᵀ or dSᵀ in row pairs), a block's row pairs (dout or q) */
+    return 3 * lines(d / 2 * mp) + 2 * lines(rows * mp) + 2 * lines(rows * d / 2) +
+           lines(rows * mp / 2) + lines(mp * rows / 2) + lines(rows / 2 * d);
+}
+
+static uint32_t *take(float **scratch, size_t words) {
+    uint32_t *p = (uint32_t *)*scratch;
+    *scratch += lines(words);
+    return p;
+}
+
+#ifdef VITC_BF16_KERNELS
+
+/* w (rows of ldw words) = x's rows (stride ldx) of `cols` floats (even) as row words */
+BF16_TARGET static void round_rows(uint32_t *w, size_t ldw, const float *x, size_t ldx, int rows,
+                                   int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c += 32)
+            _mm512_mask_storeu_epi32(w + r * ldw + c / 2, lanes((cols - c) / 2),
+                                     bf16_of_32(x + r * ldx + c, cols - c));
+}
+
+/* w (pairs rows of `cols` words) = x's rows (stride ldx, `rows` of them, zero beyond) in row pairs;
+ * cols a multiple of 16 */
+BF16_TARGET static void pair_rows(uint32_t *w, const float *x, size_t ldx, int rows, int cols,
+                                  int pairs) {
+    for (int u = 0; u < pairs; u++)
+        for (int c = 0; c < cols; c += 16) {
+            __m512 lo = 2 * u < rows ? _mm512_loadu_ps(x + 2 * u * ldx + c) : _mm512_setzero_ps();
+            __m512 hi = 2 * u + 1 < rows ? _mm512_loadu_ps(x + (2 * u + 1) * ldx + c) : _mm512_setzero_ps();
+            _mm512_storeu_si512(w + (size_t)u * cols + c, pairs16(lo, hi));
+        }
+}
+
+/* w (d / 2 rows of mp words) = the key pairs of x's m rows (stride ldx) of d floats, zero for the
+ * padding keys up to mp: row words turned 16 x 16 at a time */
+BF16_TARGET static void key_pairs(uint32_t *w, size_t mp, const float *x, size_t ldx, int m, int d) {
+    for (size_t j0 = 0; j0 < mp; j0 += 16)
+        for (int u0 = 0; u0 < d / 2; u0 += 16) {
+            vec16 t[16];
+            for (int r = 0; r < 16; r++)
+                t[r] = j0 + r < (size_t)m ? (vec16)bf16_of_32(x + (j0 + r) * ldx + 2 * u0, d - 2 * u0)
+                                          : (vec16){0};
+            transpose16(t);
+            for (int r = 0; r < 16 && u0 + r < d / 2; r++)
+                _mm512_storeu_si512(w + (u0 + r) * mp + j0, (__m512i)t[r]);
+        }
+}
+
+/* w (cols rows of ldw words) = the row pairs of x's `rows` rows (stride ldx) turned: word (c, u) =
+ * (x[2u][c], x[2u + 1][c]), zero for rows past `rows` up to a multiple of 32 */
+BF16_TARGET static void transposed_pairs(uint32_t *w, size_t ldw, const float *x, size_t ldx,
+                                         int rows, int cols) {
+    for (int u0 = 0; 2 * u0 < rows; u0 += 16)
+        for (int c0 = 0; c0 < cols; c0 += 16) {
+            __mmask16 in_cols = lanes(cols - c0);
+            vec16 t[16];
+            for (int s = 0; s < 16; s++) {
+                int r = 2 * (u0 + s);
+                __m512 lo = r < rows ? _mm512_maskz_loadu_ps(in_cols, x + r * ldx + c0) : _mm512_setzero_ps();
+                __m512 hi = r + 1 < rows ? _mm512_maskz_loadu_ps(in_cols, x + (r + 1) * ldx + c0)
+                                         : _mm512_setzero_ps();
+                t[s] = (vec16)pairs16(lo, hi);
+            }
+            transpose16(t);
+            for (int l = 0; l < 16 && c0 + l < cols; l++)
+                _mm512_storeu_si512(w + (c0 + l) * ldw + u0, (__m512i)t[l]);
+        }
+}
+
+/* out's rows r < rows (stride ldo) of 16 NV floats = alpha a[r] · b (+ out when accumulating), a's
+ * rows (stride lda) and b's U rows (stride ldb) in words; TR rows are computed, the missing ones
+ * repeating the last */
+BF16_TARGET INLINE void word_tile(float *out, size_t ldo, const uint32_t *a, size_t lda,
+                                  const uint32_t *b, size_t ldb, int U, int rows, int TR, int NV,
+                                  float alpha, bool accumulate) {
+    __m512 acc[8][4];
+    const uint32_t *ar[8];
+    for (int r = 0; r < TR; r++) {
+        ar[r] = a + (r < rows ? r : rows - 1) * lda;
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+    }
+    for (int u = 0; u < U; u++) {
+        __m512bh bv[4];
+        for (int v = 0; v < NV; v++) bv[v] = (__m512bh)_mm512_loadu_si512(b + u * ldb + 16 * v);
+        for (int r = 0; r < TR; r++) {
+            __m512bh x = (__m512bh)_mm512_set1_epi32((int)ar[r][u]);
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], x, bv[v]);
+        }
+    }
+    __m512 scale = _mm512_set1_ps(alpha);
+    for (int r = 0; r < TR && r < rows; r++)
+        for (int v = 0; v < NV; v++) {
+            float *o = out + r * ldo + 16 * v;
+            _mm512_storeu_ps(o, accumulate ? _mm512_fmadd_ps(scale, acc[r][v], _mm512_loadu_ps(o))
+                                           : _mm512_mul_ps(scale, acc[r][v]));
+        }
+}
+
+/* out (R rows, stride ldo, 16 nv16 columns) = alpha a b (+= when accumulating): a's R rows of U
+ * words (stride lda), b's U rows of 16 nv16 words (stride ldb). Tiles of 8 rows x 1-2 vectors or
+ * 4 rows x 3-4 vectors: 8 to 16 accumulators, as attention.c's fp32 tiles. */
+BF16_TARGET static void word_product(float *out, size_t ldo, const uint32_t *a, size_t lda,
+                                     const uint32_t *b, size_t ldb, int U, int R, int nv16,
+                                     float alpha, bool accumulate) {
+    for (int c = 0; c < nv16; c += 4) {
+        int nv = min_int(4, nv16 - c), tr = nv <= 2 ? 8 : 4;
+        for (int r0 = 0; r0 < R; r0 += tr) {
+            float *o = out + r0 * ldo + 16 * c;
+            const uint32_t *ar = a + r0 * lda, *bc = b + 16 * c;
+            int rows = min_int(tr, R - r0);
+            switch (nv) { /* constant shapes, so that the accumulators stay in registers */
+            case 1: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 8, 1, alpha, accumulate); break;
+            case 2: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 8, 2, alpha, accumulate); break;
+            case 3: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 4, 3, alpha, accumulate); break;
+            default: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 4, 4, alpha, accumulate); break;
+            }
+        }
+    }
+}
+
+/* L (rows of mp) = scale q kᵀ for query rows i0..i1 of one pair: q's rows rounded into qw, kw the
+ * pair's key pairs of k */
+static void block_logits(float *L, uint32_t *qw, const float *q, const uint32_t *kw,
+                         const attn_dims *a, int rows) {
+    size_t mp = padded16(a->m);
+    int d = a->d;
+    round_rows(qw, d / 2, q, (size_t)a->heads * d, rows, d);
+    word_product(L, mp, qw, d / 2, kw, mp, d / 2, rows, (int)(mp / 16), a->scale, false);
+}
+
+void attention_bf16_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                            const attn_dims *a, float *scratch, size_t per_thread) {
+    CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
+    int block_rows = attn_forward_block_rows(a), blocks = (a->n + block_rows - 1) / block_rows;
+    int items = a->seqs * a->heads * blocks, d = a->d, C = a->heads * d, n = a->n, m = a->m;
+    size_t mp = padded16(m);
+#pragma omp parallel
+    {
+        float *s = scratch + vitc_thread_id() * per_thread;
+        uint32_t *kw = take(&s, d / 2 * mp), *vw = take(&s, mp / 2 * d);
+        uint32_t *qw = take(&s, ATTN_BLOCK_ROWS * d / 2);
+        float *L = (float *)take(&s, ATTN_BLOCK_ROWS * mp);
+        uint32_t *pw = take(&s, ATTN_BLOCK_ROWS * mp / 2);
+        int packed = -1; /* the pair whose k and v kw and vw hold: a thread's items are consecutive */
+#pragma omp for schedule(static)
+        for (int it = 0; it < items; it++) {
+            int pair = it / blocks, i0 = it % blocks * block_rows, rows = min_int(block_rows, n - i0);
+            int sq = pair / a->heads, h = pair % a->heads;
+            size_t qo = (size_t)sq * n * C + h * d, ko = (size_t)sq * m * C + h * d;
+            if (pair != packed) {
+                key_pairs(kw, mp, k + ko, C, m, d);
+                pair_rows(vw, v + ko, C, m, d, (int)(mp / 2));
+                packed = pair;
+            }
+            float row_lse[ATTN_BLOCK_ROWS];
+            block_logits(L, qw, q + qo + (size_t)i0 * C, kw, a, rows);
+            attn_block_add_bias_mask(L, a, pair, i0, i0 + rows, mp);
+            attn_block_softmax(L, row_lse, rows, mp);
+            if (lse) memcpy(lse + (size_t)pair * n + i0, row_lse, sizeof(float) * rows);
+            round_rows(pw, mp / 2, L, mp, rows, (int)mp);
+            word_product(out + qo + (size_t)i0 * C, C, pw, mp / 2, vw, d, (int)(mp / 2), rows, d / 16,
+                         1.0f, false);
+        }
+    }
+}
+
+void attention_bf16_backward_pair(float *dq, float *dk, float *dv, float *dbias_h,
+                                  const float *dout, const float *lse, const float *q,
+                                  const float *k, const float *v, const attn_dims *a, int pair,
+                                  float *scratch) {
+    CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
+    int sq = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
+    size_t mp = padded16(m), qo = (size_t)sq * n * C + h * d, ko = (size_t)sq * m * C + h * d;
+    const size_t half = ATTN_BLOCK_ROWS / 2; /* the row pairs of a block */
+    float *s = scratch;
+    uint32_t *kw = take(&s, d / 2 * mp), *vkw = take(&s, d / 2 * mp), *kpw = take(&s, mp / 2 * d);
+    float *P = (float *)take(&s, ATTN_BLOCK_ROWS * mp), *dP = (float *)take(&s, ATTN_BLOCK_ROWS * mp);
+    uint32_t *qw = take(&s, ATTN_BLOCK_ROWS * d / 2), *dow = take(&s, ATTN_BLOCK_ROWS * d / 2);
+    uint32_t *sw = take(&s, ATTN_BLOCK_ROWS * mp / 2), *tw = take(&s, mp * half);
+    uint32_t *cw = take(&s, half * d);
+    bool need_ds = dq || dk || dbias_h;
+    key_pairs(kw, mp, k + ko, C, m, d);
+    if (need_ds) key_pairs(vkw, mp, v + ko, C, m, d);
+    if (dq) pair_rows(kpw, k + ko, C, m, d, (int)(mp / 2));
+    for (int i0 = 0; i0 < n; i0 += ATTN_BLOCK_ROWS) {
+        int rows = min_int(ATTN_BLOCK_ROWS, n - i0), pairs = (rows + 1) / 2;
+        const float *q_block = q + qo + (size_t)i0 * C, *dout_block = dout + qo + (size_t)i0 * C;
+        block_logits(P, qw, q_block, kw, a, rows);
+        attn_block_add_bias_mask(P, a, pair, i0, i0 + rows, mp);
+        attn_block_probs(P, lse + (size_t)pair * n + i0, rows, mp);
+        if (dv) { /* dv += Pᵀ dout */
+            transposed_pairs(tw, half, P, mp, rows, m);
+            pair_rows(cw, dout_block, C, rows, d, pairs);
+            word_product(dv + ko, C, tw, half, cw, d, pairs, m, d / 16, 1.0f, true);
+        }
+        if (!need_ds) continue;
+        round_rows(dow, d / 2, dout_block, C, rows, d); /* dP = dout vᵀ, then dS in its place */
+        word_product(dP, mp, dow, d / 2, vkw, mp, d / 2, rows, (int)(mp / 16), 1.0f, false);
+        attn_softmax_grad_rows(dP, P, mp, dbias_h ? dbias_h + (size_t)i0 * m : NULL, rows, m, false);
+        if (dq) { /* dq += scale dS k */
+            round_rows(sw, mp / 2, dP, mp, rows, (int)mp);
+            word_product(dq + qo + (size_t)i0 * C, C, sw, mp / 2, kpw, d, (int)(mp / 2), rows, d / 16,
+                         a->scale, true);
+        }
+        if (dk) { /* dk += scale dSᵀ q */
+            transposed_pairs(tw, half, dP, mp, rows, m);
+            pair_rows(cw, q_block, C, rows, d, pairs);
+            word_product(dk + ko, C, tw, half, cw, d, pairs, m, d / 16, a->scale, true);
+        }
+    }
+}
+
+#else /* no compiler support: as on a CPU without the instruction */
+
+void attention_bf16_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                            const attn_dims *a, float *scratch, size_t per_thread) {
+    (void)out, (void)lse, (void)q, (void)k, (void)v, (void)a, (void)scratch, (void)per_thread;
+    FATAL("--precision bf16: this build has no AVX512_BF16 kernels; use --precision fp32");
+}
+
+void attention_bf16_backward_pair(float *dq, float *dk, float *dv, float *dbias_h,
+                                  const float *dout, const float *lse, const float *q,
+                                  const float *k, const float *v, const attn_dims *a, int pair,
+                                  float *scratch) {
+    (void)dq, (void)dk, (void)dv, (void)dbias_h, (void)dout, (void)lse, (void)q, (void)k, (void)v;
+    (void)a, (void)pair, (void)scratch;
+    FATAL("--precision bf16: this build has no AVX512_BF16 kernels; use --precision fp32");
+}
+#endif

@@ -1,0 +1,39 @@
+/* The vector pieces of the bf16 kernels (gemm_bf16.c, attention_bf16.c): rounding 32 floats to bf16,
+ * interleaving two rows into the pairs vdpbf16ps multiplies, masks of the first m lanes.
+ * VITC_BF16_KERNELS is defined where the compiler knows AVX512_BF16 (GCC >= 10, Clang >= 9, x86-64);
+ * the code carries the target attribute, so the rest of the build needs no -mavx512bf16 and runs on
+ * any x86-64 (the kernels check the CPU before their first instruction). */
+#pragma once
+#if defined(__x86_64__) &&                                                                         \
+    ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10))
+#define VITC_BF16_KERNELS 1
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "simd.h"
+
+#define BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* the lowest m (clamped to 0..16) lanes */
+static inline __mmask16 lanes(int m) {
+    return m >= 16 ? 0xffff : m <= 0 ? 0 : (__mmask16)((1u << m) - 1);
+}
+
+/* the m (<= 32) floats at x as 32 bf16 in order, zeros past m: 16 pairs. vcvtne2ps2bf16 rounds as
+ * bf16_from_float does, bit for bit. */
+BF16_TARGET INLINE __m512i bf16_of_32(const float *x, int m) {
+    __m512 x0 = _mm512_maskz_loadu_ps(lanes(m), x),
+           x1 = _mm512_maskz_loadu_ps(lanes(m - 16), x + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
+}
+
+/* lane l: the pair (lo[l], hi[l]) of bf16, lo in the lower half, as vdpbf16ps reads a pair */
+BF16_TARGET INLINE __m512i pairs16(__m512 lo, __m512 hi) {
+    static const uint16_t interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                            21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+                                            11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave),
+                                    (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+#endif
