@@ -13,6 +13,10 @@
 # not a single load burst). Each measurement runs REPEATS (default 2) times, vitc and PyTorch in
 # turn, and each side's fastest run (its median of ITERS) counts, with the largest peak RSS: on a
 # shared machine a neighbour's burst of a few seconds slows one process, not the pair.
+# Each row also gives the ceiling: the img/s of a step whose every FLOP (2 per MAC; forward and twice
+# as much backward in training) ran at the bare GEMM's rate (the fastest of three model shapes, timed
+# before each precision's rows), which neither side can pass; a ratio whose PyTorch side already
+# runs near the ceiling cannot be large on this machine, whatever vitc does.
 # Then, per precision, the FLOP efficiency of deit_t's training step against the bare GEMM of that
 # precision (cblas_sgemm; vitc's gemm_bf16) timed between its steps (when deit_t is in the list),
 # and inference time per image of deit_t, agent_deit_t, flatten_deit_t from 224 to 896 pixels
@@ -65,8 +69,14 @@ out=bench/results.json
 echo "[" > "$out"
 first=1
 deit_listed=
-printf "%-16s %-5s %-10s %10s %10s %7s %10s %10s  %s\n" model prec mode vitc_img/s torch_img/s ratio vitc_MiB torch_MiB reference
+printf "%-16s %-5s %-10s %10s %10s %7s %10s %10s %10s  %s\n" model prec mode vitc_img/s torch_img/s ratio ceil_img/s vitc_MiB torch_MiB reference
 for precision in ${PRECISIONS//,/ }; do
+  # the ceiling: every FLOP of the step (2 per MAC, 3 passes in training) at the bare GEMM's rate,
+  # the fastest of three model shapes; what neither side can pass on this machine
+  peak=$(for shape in 3152,192,768 3136,384,1536 6272,768,3072; do
+           build/release/bench --precision "$precision" --sgemm "$shape" --iters 9 --threads "$THREADS"
+         done | $PYTHON -c 'import json, sys; print(max(json.loads(l)["gflop_s"] for l in sys.stdin))')
+  echo "bare GEMM, $precision: $peak GFLOP/s (the fastest of 3152x192x768, 3136x384x1536, 6272x768x3072)"
   for model in ${MODELS//,/ }; do
     cfg=$(build/release/bench --print-model --model "$model")
     for spec in train:16 infer:1 infer:32; do
@@ -79,17 +89,21 @@ for precision in ${PRECISIONS//,/ }; do
         vs+=("$(build/release/bench --model "$model" --mode "$mode" --batch "$batch" --iters "$iters" --threads "$THREADS" --precision "$precision")")
         ts+=("$(cd tools/ref && $PYTHON bench_torch.py "$cfg" "$mode" "$batch" "$iters" "$THREADS" "$precision")")
       done
-      row=$($PYTHON - "$model" "$mode" "$batch" "$THREADS" "$precision" "${vs[@]}" "${ts[@]}" <<'PY'
+      row=$($PYTHON - "$model" "$mode" "$batch" "$THREADS" "$precision" "$peak" "${vs[@]}" "${ts[@]}" <<'PY'
 import json, sys
-runs = [json.loads(a) for a in sys.argv[6:]]
+runs = [json.loads(a) for a in sys.argv[7:]]
 half = len(runs) // 2
 v, t = (max(side, key=lambda r: r["img_s"]) for side in (runs[:half], runs[half:]))
 v["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs[:half])
 t["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs[half:])
 mode = {"train": "train_b16"}.get(sys.argv[2], f"infer_b{sys.argv[3]}")
+peak = float(sys.argv[6])
+ceiling = peak / (2 * (3 if sys.argv[2] == "train" else 1) * v["gmacs"])
 print(json.dumps({"model": sys.argv[1], "mode": mode, "precision": sys.argv[5],
                   "vitc_img_s": round(v["img_s"], 3), "torch_img_s": round(t["img_s"], 3),
                   "ratio": round(v["img_s"] / t["img_s"], 3),
+                  "gemm_peak_gflop_s": peak, "ceiling_img_s": round(ceiling, 3),
+                  "vitc_of_ceiling": round(v["img_s"] / ceiling, 3), "torch_of_ceiling": round(t["img_s"] / ceiling, 3),
                   "vitc_peak_rss_mib": v["peak_rss_mib"], "torch_peak_rss_mib": round(t["peak_rss_mib"], 1),
                   "rss_ratio": round(v["peak_rss_mib"] / t["peak_rss_mib"], 3),
                   "reference": t["reference"], "torch_version": t["torch_version"], "threads": int(sys.argv[4])}))
@@ -98,7 +112,7 @@ PY
       [ $first = 1 ] || echo "," >> "$out"
       first=0
       echo "  $row" >> "$out"
-      $PYTHON -c "import json,sys; r=json.loads(sys.argv[1]); print('%-16s %-5s %-10s %10.2f %10.2f %7.2f %10.0f %10.0f  %s' % (r['model'], r['precision'], r['mode'], r['vitc_img_s'], r['torch_img_s'], r['ratio'], r['vitc_peak_rss_mib'], r['torch_peak_rss_mib'], r['reference']))" "$row"
+      $PYTHON -c "import json,sys; r=json.loads(sys.argv[1]); print('%-16s %-5s %-10s %10.2f %10.2f %7.2f %10.2f %10.0f %10.0f  %s' % (r['model'], r['precision'], r['mode'], r['vitc_img_s'], r['torch_img_s'], r['ratio'], r['ceiling_img_s'], r['vitc_peak_rss_mib'], r['torch_peak_rss_mib'], r['reference']))" "$row"
     done
   done
 done
@@ -114,6 +128,8 @@ for precision in ("fp32", "bf16"):
             line = f"geometric mean vitc/torch {precision} {mode}: {gm([x['ratio'] for x in r]):.3f}"
             if mode == "train_b16":
                 line += f"  (peak RSS {gm([x['rss_ratio'] for x in r]):.3f}x)"
+            line += (f"; share of the ceiling: vitc {gm([x['vitc_of_ceiling'] for x in r]):.0%}, torch "
+                     f"{gm([x['torch_of_ceiling'] for x in r]):.0%}")
             print(line)
 print("torch", rows[0]["torch_version"] if rows else "?", "| results in", sys.argv[1])
 PY
