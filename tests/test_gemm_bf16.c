@@ -245,6 +245,35 @@ TEST(bf16_gemm_alpha_beta_threads_specials) {
                 }
 }
 
+/* gemm_bf16_bias is bit for bit C preset to the bias's rows with beta 1, the linear layer's
+ * forward before it, on every shape, transposition and thread count (K = 0: C is the bias) */
+TEST(bf16_gemm_bias_epilogue_is_the_preset_bias) {
+    NEEDS_BF16();
+    rng r;
+    rng_seed(&r, 13, RNG_TEST);
+    static const shape more[] = {{3, 4, 0}, {515, 70, 2 * KC + 5}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] + 2; i++) {
+        shape s = i < sizeof shapes / sizeof shapes[0] ? shapes[i] : more[i - sizeof shapes / sizeof shapes[0]];
+        for (int t = 0; t < 4; t++)
+            for (int threads = 1; threads <= 2; threads++) {
+                bool ta = t & 1, tb = t >> 1;
+                int lda = (ta ? s.M : s.K) + 3, ldb = (tb ? s.K : s.N) + 2, ldc = s.N + 1;
+                size_t nc = (size_t)s.M * ldc;
+                float *A = randn(&r, (size_t)(ta ? s.K : s.M) * lda, 1);
+                float *B = randn(&r, (size_t)(tb ? s.N : s.K) * ldb, 1), *bias = randn(&r, s.N, 1);
+                float *want = randn(&r, nc, 1), *got = arena_alloc(&vitc_arena, nc * sizeof(float));
+                memcpy(got, want, nc * sizeof(float));
+                for (int m = 0; m < s.M; m++) memcpy(want + (size_t)m * ldc, bias, sizeof(float) * s.N);
+                gemm_bf16(ta, tb, s.M, s.N, s.K, 0.75f, A, lda, B, ldb, 1.0f, want, ldc, threads);
+                gemm_bf16_bias(ta, tb, s.M, s.N, s.K, 0.75f, A, lda, B, ldb, bias, got, ldc, threads);
+                for (size_t o = 0; o < nc; o++)
+                    EXPECT(same(got[o], want[o]), "trans %d%d %dx%dx%d threads %d: C[%zu] = %a, want %a",
+                           ta, tb, s.M, s.N, s.K, threads, o, got[o], want[o]);
+                if (test_failed()) return;
+            }
+    }
+}
+
 /* Each operand's rounding errs by at most u = 2^-8 relative, so a product of two by 2u + u^2; fp32
  * sums of K terms add at most K 2^-24 of the sum of |products| (both for the kernel and the fp32
  * GEMM). Per element: |bf16 - fp32| <= |alpha| (2u + u^2 + 2 K 2^-24) sum |a b| + 2^-23 |C|. */

@@ -116,11 +116,14 @@ BF16_TARGET static void pack_b_panel(bf16 *bp, bool trans_b, const float *B, int
 typedef struct epilogue {
     float alpha, beta;
     bool first;
+    const float *bias; /* the panel's columns of a bias taking beta c's place, or NULL */
 } epilogue;
 
-BF16_TARGET INLINE __m512 combine(__m512 s, const float *c, __mmask16 m, epilogue e) {
+/* the sums s of C's 16 columns at c (the bias's at bias) with what C holds */
+BF16_TARGET INLINE __m512 combine(__m512 s, const float *c, const float *bias, __mmask16 m, epilogue e) {
     __m512 alpha = _mm512_set1_ps(e.alpha);
     if (!e.first) return _mm512_fmadd_ps(alpha, s, _mm512_maskz_loadu_ps(m, c));
+    if (e.bias) return _mm512_fmadd_ps(alpha, s, _mm512_maskz_loadu_ps(m, bias));
     if (e.beta == 0.0f) return _mm512_mul_ps(alpha, s);
     return _mm512_fmadd_ps(alpha, s,
                            _mm512_mul_ps(_mm512_set1_ps(e.beta), _mm512_maskz_loadu_ps(m, c)));
@@ -146,8 +149,8 @@ BF16_TARGET INLINE void tile(float *c, int ldc, const bf16 *a, int lda, const bf
     __mmask16 m0 = lanes(n), m1 = lanes(n - 16);
     for (int r = 0; r < rows; r++) {
         float *cr = c + (size_t)r * ldc;
-        _mm512_mask_storeu_ps(cr, m0, combine(acc[r][0], cr, m0, e));
-        _mm512_mask_storeu_ps(cr + 16, m1, combine(acc[r][1], cr + 16, m1, e));
+        _mm512_mask_storeu_ps(cr, m0, combine(acc[r][0], cr, e.bias, m0, e));
+        _mm512_mask_storeu_ps(cr + 16, m1, combine(acc[r][1], cr + 16, e.bias + 16, m1, e));
     }
 }
 
@@ -204,6 +207,7 @@ typedef struct gemm_job {
     const bf16 *ap, *bp;
     float *C;
     int ldc;
+    const float *bias; /* N floats added to every row in beta c's place, or NULL */
 } gemm_job;
 
 static int min_int(int a, int b) { return a < b ? a : b; }
@@ -240,7 +244,7 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
             int next_r0 = k0 + KC < g->K ? r0 : r0 + ROW_BLOCK,
                 next_k0 = k0 + KC < g->K ? k0 + KC : 0;
             region next_a = a_region(g, next_r0, min_int(ROW_BLOCK, i1 - next_r0), next_k0);
-            epilogue e = {g->alpha, g->beta, k0 == 0};
+            epilogue e = {g->alpha, g->beta, k0 == 0, NULL};
             for (int p = p0, q = 0; p < panels; p += step, q++) {
                 int n = min_int(PANEL, g->N - p * PANEL);
                 const bf16 *b = b_panel;
@@ -249,6 +253,7 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
                 region next_b = p + step < panels ? b_region(g, (p + step) * PANEL, k0)
                                 : next_r0 < i1    ? b_region(g, p0 * PANEL, next_k0)
                                                   : (region){0};
+                e.bias = g->bias ? g->bias + p * PANEL : NULL;
                 panel_rows(g->C + (size_t)r0 * g->ldc + p * PANEL, g->ldc, a, lda, b, even(kc) / 2,
                            rows, n, e, next_a, q * tiles, my_panels * tiles, next_b);
             }
@@ -262,7 +267,7 @@ static void gemm_run(const gemm_job *g, int threads) {
         for (int i = 0; i < g->M; i++)
             for (int j = 0; j < g->N; j++) {
                 float *c = g->C + (size_t)i * g->ldc + j;
-                *c = g->beta == 0.0f ? 0.0f : g->beta * *c;
+                *c = g->bias ? g->bias[j] : g->beta == 0.0f ? 0.0f : g->beta * *c;
             }
         return;
     }
@@ -283,13 +288,20 @@ static void gemm_run(const gemm_job *g, int threads) {
 
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads) {
-    gemm_job g = {M, N, K, alpha, beta, trans_a, trans_b, A, B, lda, ldb, NULL, NULL, C, ldc};
+    gemm_job g = {M, N, K, alpha, beta, trans_a, trans_b, A, B, lda, ldb, NULL, NULL, C, ldc, NULL};
+    gemm_run(&g, threads);
+}
+
+void gemm_bf16_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, const float *bias, float *C, int ldc,
+                    int threads) {
+    gemm_job g = {M, N, K, alpha, 0.0f, trans_a, trans_b, A, B, lda, ldb, NULL, NULL, C, ldc, bias};
     gemm_run(&g, threads);
 }
 
 void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
                       float *C, int ldc, int threads) {
-    gemm_job g = {M, N, K, alpha, beta, false, false, NULL, NULL, 0, 0, ap, bp, C, ldc};
+    gemm_job g = {M, N, K, alpha, beta, false, false, NULL, NULL, 0, 0, ap, bp, C, ldc, NULL};
     gemm_run(&g, threads);
 }
 
@@ -323,6 +335,14 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
                int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads) {
     (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda;
     (void)B, (void)ldb, (void)beta, (void)C, (void)ldc, (void)threads;
+    unsupported();
+}
+
+void gemm_bf16_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, const float *bias, float *C, int ldc,
+                    int threads) {
+    (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda;
+    (void)B, (void)ldb, (void)bias, (void)C, (void)ldc, (void)threads;
     unsupported();
 }
 

@@ -41,6 +41,12 @@ void gemm_bf16_pack_b(bf16 *bp, bool trans_b, int N, int K, const float *B, int 
  * operands are rounded block by block, in L2, in 168 KiB of each thread's stack */
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads);
+/* with beta 0 and a bias (N floats) added to every row: C = alpha op(A) op(B) + bias, the bits of
+ * C set to the bias's rows and beta 1 (c = fma(alpha, s, bias) after the first block of K), without
+ * that pass over C */
+void gemm_bf16_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, const float *bias, float *C, int ldc,
+                    int threads);
 /* the same from gemm_bf16_pack_a's and gemm_bf16_pack_b's outputs: the same sums */
 void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
                       float *C, int ldc, int threads);

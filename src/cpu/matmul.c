@@ -99,6 +99,10 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
 }
 
 void linear_forward(float *out, const float *x, const float *w, const float *b, int M, int K, int N) {
+    if (b && vitc_precision() == PRECISION_BF16) { /* the bias in the kernel's epilogue */
+        gemm_bf16_bias(false, true, M, N, K, 1.0f, x, K, w, K, b, out, N, vitc_in_parallel() ? 1 : vitc_threads());
+        return;
+    }
     if (b) {
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < M; i++) memcpy(out + (size_t)i * N, b, (size_t)N * sizeof(float));
