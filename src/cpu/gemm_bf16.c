@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/cpu_features.h"
 #include "../core/threads.h"
@@ -261,6 +262,25 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
     }
 }
 
+static void gemm_run(const gemm_job *g, int threads);
+
+/* With rows for several row blocks a thread, gemm_part would pack B's panels again for every
+ * block (at 50176 x 96 x 288, as much packing as a sixth of the multiplying): B is packed once,
+ * the threads sharing its panels, and the product runs on the packed panels (the same sums) */
+static bool prepack_b(const gemm_job *g, int threads, bool split_rows) {
+    return !g->bp && !vitc_in_parallel() && split_rows && g->M > ROW_BLOCK * threads;
+}
+
+static void gemm_run_prepacked_b(const gemm_job *g, int threads) {
+    size_t n = (gemm_bf16_b_size(g->N, g->K) + 1) / 2; /* floats */
+    bf16 *bp = (bf16 *)scratch_floats(n);
+    gemm_bf16_pack_b(bp, g->trans_b, g->N, g->K, g->B, g->ldb, threads);
+    gemm_job packed = *g;
+    packed.bp = bp;
+    gemm_run(&packed, threads);
+    scratch_done((float *)bp, n);
+}
+
 static void gemm_run(const gemm_job *g, int threads) {
     CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
     if (g->K == 0) { /* no block of the inner dimension would apply beta */
@@ -271,12 +291,16 @@ static void gemm_run(const gemm_job *g, int threads) {
             }
         return;
     }
+    int panels = (g->N + PANEL - 1) / PANEL;
+    bool split_rows = threads == 1 || g->M >= ROWS_PER_THREAD_MIN * threads || panels < 4 * threads;
+    if (prepack_b(g, threads, split_rows)) {
+        gemm_run_prepacked_b(g, threads);
+        return;
+    }
     if (threads == 1) { /* (a nested parallel region, even of one thread, calls the heap) */
         gemm_part(g, 0, g->M, 0, 1);
         return;
     }
-    int panels = (g->N + PANEL - 1) / PANEL;
-    bool split_rows = g->M >= ROWS_PER_THREAD_MIN * threads || panels < 4 * threads;
 #pragma omp parallel num_threads(threads)
     {
         int t = vitc_thread_id(), team = vitc_team_size();
