@@ -160,8 +160,8 @@ int main(int argc, char **argv) {
     grad_sync *sync = ranks > 1 && train ? grad_sync_create(&m->ps) : NULL;
     float *alone = sync ? malloc(sizeof(float) * (size_t)m->ps.numel) : NULL;
     double *wait = calloc((size_t)iters, sizeof(double)), *comm = calloc((size_t)iters, sizeof(double));
-    adamw opt;
-    adamw_init(&opt, &m->ps, 0.05, 0.9, 0.999, 1e-8);
+    adamw opt = {0}; /* (inference has no optimizer state: eval allocates none) */
+    if (train) adamw_init(&opt, &m->ps, 0.05, 0.9, 0.999, 1e-8);
     tensor *x = NULL;
     int *labels = calloc((size_t)batch, sizeof(int));
     float *pixels = malloc(sizeof(float) * (size_t)batch * mc.img_size * mc.img_size * mc.in_chans);
@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
     free(t);
     free(pixels);
     free(labels);
-    adamw_free(&opt);
+    if (train) adamw_free(&opt);
     model_free(m);
     config_free(&c);
     dist_finalize();
