@@ -87,16 +87,8 @@ BF16_TARGET static void transposed_pairs(uint32_t *w, size_t ldw, const float *x
                                          int rows, int cols) {
     for (int u0 = 0; 2 * u0 < rows; u0 += 16)
         for (int c0 = 0; c0 < cols; c0 += 16) {
-            __mmask16 in_cols = lanes(cols - c0);
             vec16 t[16];
-            for (int s = 0; s < 16; s++) {
-                int r = 2 * (u0 + s);
-                __m512 lo = r < rows ? _mm512_maskz_loadu_ps(in_cols, x + r * ldx + c0) : _mm512_setzero_ps();
-                __m512 hi = r + 1 < rows ? _mm512_maskz_loadu_ps(in_cols, x + (r + 1) * ldx + c0)
-                                         : _mm512_setzero_ps();
-                t[s] = (vec16)pairs16(lo, hi);
-            }
-            transpose16(t);
+            turned_pairs16(t, x + c0, ldx, u0, rows, lanes(cols - c0));
             for (int l = 0; l < 16 && c0 + l < cols; l++)
                 _mm512_storeu_si512(w + (c0 + l) * ldw + u0, (__m512i)t[l]);
         }

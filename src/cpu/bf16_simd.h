@@ -36,4 +36,18 @@ BF16_TARGET INLINE __m512i pairs16(__m512 lo, __m512 hi) {
     return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave),
                                     (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
+
+/* t[l] (l < 16) = the pairs (x[2s][l], x[2s + 1][l]) of s = p0 .. p0 + 15 as 16 lanes: pairs of x's
+ * rows (stride ld) turned, the columns `cols` (masked) of each, rows from `rows` on as zero. A
+ * transposed operand's pairs, 16 columns at a time. */
+BF16_TARGET INLINE void turned_pairs16(vec16 t[16], const float *x, size_t ld, int p0, int rows,
+                                       __mmask16 cols) {
+    for (int s = 0; s < 16; s++) {
+        int r = 2 * (p0 + s);
+        __m512 lo = r < rows ? _mm512_maskz_loadu_ps(cols, x + r * ld) : _mm512_setzero_ps();
+        __m512 hi = r + 1 < rows ? _mm512_maskz_loadu_ps(cols, x + (r + 1) * ld) : _mm512_setzero_ps();
+        t[s] = (vec16)pairs16(lo, hi);
+    }
+    transpose16(t);
+}
 #endif

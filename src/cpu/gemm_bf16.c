@@ -65,18 +65,8 @@ BF16_TARGET static void pack_a_block(bf16 *ap, int lda_p, bool trans_a, const fl
      * 32 of A's rows are read along at a time */
     for (int p0 = 0; 2 * p0 < kc; p0 += 16)
         for (int i0 = 0; i0 < rows; i0 += 16) {
-            __mmask16 in_rows = lanes(rows - i0);
             vec16 x[16];
-            for (int t = 0; t < 16; t++) {
-                int k = 2 * (p0 + t);
-                __m512 lo = _mm512_setzero_ps(), hi = lo;
-                if (k < kc)
-                    lo = _mm512_maskz_loadu_ps(in_rows, A + (size_t)(k0 + k) * lda + r0 + i0);
-                if (k + 1 < kc)
-                    hi = _mm512_maskz_loadu_ps(in_rows, A + (size_t)(k0 + k + 1) * lda + r0 + i0);
-                x[t] = (vec16)pairs16(lo, hi);
-            }
-            transpose16(x);
+            turned_pairs16(x, A + (size_t)k0 * lda + r0 + i0, (size_t)lda, p0, kc, lanes(rows - i0));
             for (int l = 0; l < 16 && i0 + l < rows; l++)
                 _mm512_mask_storeu_epi32(ap + (size_t)(i0 + l) * lda_p + 2 * p0,
                                          pair_lanes(kc, p0), (__m512i)x[l]);
