@@ -26,7 +26,7 @@ static void pair_logits(float *P, const float *q, const float *k, const attn_dim
 /* dS = P ⊙ (dP - rowsum(dP ⊙ P)) in place of dP (rows of stride ld), summed into dbias_h (rows of
  * m) when given */
 void attn_softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias_h, int n, int m,
-                              bool split_rows) {
+                            bool split_rows) {
 #pragma omp parallel for schedule(static) if (split_rows)
     for (int i = 0; i < n; i++) {
         float *g = dP + (size_t)i * ld;
@@ -76,7 +76,7 @@ static attn_path backward_path(const attn_dims *a) {
 /* the logits plus their bias and mask rows; -inf in the padding up to mp (none on the GEMM path,
  * whose rows are m long) */
 WIDE_VECTORS void attn_block_add_bias_mask(float *L, const attn_dims *a, int pair, int i0, int i1,
-                                             size_t mp) {
+                                           size_t mp) {
     size_t nm = (size_t)a->n * a->m;
     int m = a->m, h = pair % a->heads, w = (pair / a->heads) % a->windows;
     for (int i = i0; i < i1; i++) {
@@ -241,7 +241,8 @@ static size_t tiled_thread_floats(const attn_dims *a, bool backward) {
     return (backward ? 2 : 1) * ((size_t)a->d * mp + ATTN_BLOCK_ROWS * mp);
 }
 
-/* (batch 1's agent tokens: 3 pairs of 49 rows on 2 threads) */
+/* halved while the blocks are fewer than 4 a thread (batch 1's agent tokens: 3 pairs of 49 rows on
+ * 2 threads) */
 int attn_forward_block_rows(const attn_dims *a) {
     int rows = ATTN_BLOCK_ROWS, pairs = a->seqs * a->heads;
     while (rows > 8 && (int64_t)pairs * ((a->n + rows - 1) / rows) < 4 * vitc_threads()) rows /= 2;

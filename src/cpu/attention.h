@@ -1,6 +1,7 @@
 /* Fused softmax attention kernels on token layouts (seqs, tokens, heads·d): each head is read and
  * written in place through row strides, so heads are never split out or merged. Heads of 16 to 64
- * channels run on register tiles, others through OpenBLAS GEMMs.
+ * channels run on register tiles (fp32, or bf16 products under --precision bf16), others through
+ * GEMMs (OpenBLAS, or gemm_bf16).
  * Only each row's log-sum-exp is kept for the backward, which recomputes the probabilities from q
  * and k (one more n x m x d GEMM per pair instead of holding seqs·heads·n·m floats from the forward
  * to the backward). Backward kernels accumulate (+=). */
