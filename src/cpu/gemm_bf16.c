@@ -110,11 +110,11 @@ typedef struct epilogue {
     const float *bias; /* the panel's columns of a bias taking beta c's place, or NULL */
 } epilogue;
 
-/* the sums s of C's 16 columns at c (the bias's at bias) with what C holds */
-BF16_TARGET INLINE __m512 combine(__m512 s, const float *c, const float *bias, __mmask16 m, epilogue e) {
+/* the sums s of C's 16 columns at c, the panel's columns col.. (for the bias), with what C holds */
+BF16_TARGET INLINE __m512 combine(__m512 s, const float *c, int col, __mmask16 m, epilogue e) {
     __m512 alpha = _mm512_set1_ps(e.alpha);
     if (!e.first) return _mm512_fmadd_ps(alpha, s, _mm512_maskz_loadu_ps(m, c));
-    if (e.bias) return _mm512_fmadd_ps(alpha, s, _mm512_maskz_loadu_ps(m, bias));
+    if (e.bias) return _mm512_fmadd_ps(alpha, s, _mm512_maskz_loadu_ps(m, e.bias + col));
     if (e.beta == 0.0f) return _mm512_mul_ps(alpha, s);
     return _mm512_fmadd_ps(alpha, s,
                            _mm512_mul_ps(_mm512_set1_ps(e.beta), _mm512_maskz_loadu_ps(m, c)));
@@ -140,8 +140,8 @@ BF16_TARGET INLINE void tile(float *c, int ldc, const bf16 *a, int lda, const bf
     __mmask16 m0 = lanes(n), m1 = lanes(n - 16);
     for (int r = 0; r < rows; r++) {
         float *cr = c + (size_t)r * ldc;
-        _mm512_mask_storeu_ps(cr, m0, combine(acc[r][0], cr, e.bias, m0, e));
-        _mm512_mask_storeu_ps(cr + 16, m1, combine(acc[r][1], cr + 16, e.bias + 16, m1, e));
+        _mm512_mask_storeu_ps(cr, m0, combine(acc[r][0], cr, 0, m0, e));
+        _mm512_mask_storeu_ps(cr + 16, m1, combine(acc[r][1], cr + 16, 16, m1, e));
     }
 }
 

@@ -73,9 +73,12 @@ static void gemm_split_inner(bool trans_a, bool trans_b, int M, int N, int K, fl
     scratch_done(partial, n_partial);
 }
 
+/* the threads of a product: all, or only the calling one inside a parallel region */
+static int gemm_threads(void) { return vitc_in_parallel() ? 1 : vitc_threads(); }
+
 void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    int threads = vitc_in_parallel() ? 1 : vitc_threads();
+    int threads = gemm_threads();
     if (vitc_precision() == PRECISION_BF16) {
         gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads);
         return;
@@ -100,7 +103,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
 
 void linear_forward(float *out, const float *x, const float *w, const float *b, int M, int K, int N) {
     if (b && vitc_precision() == PRECISION_BF16) { /* the bias in the kernel's epilogue */
-        gemm_bf16_bias(false, true, M, N, K, 1.0f, x, K, w, K, b, out, N, vitc_in_parallel() ? 1 : vitc_threads());
+        gemm_bf16_bias(false, true, M, N, K, 1.0f, x, K, w, K, b, out, N, gemm_threads());
         return;
     }
     if (b) {
