@@ -197,6 +197,58 @@ TEST(bf16_ops_follow_fp32_and_finite_differences) {
            "layernorm_linear");
     EXPECT(bf16_follows_fp32("mlp_residual", mlp_residual_fn, NULL, 6, (tensor *[]){h, lw, lb, w1, b1, w2}, 2e-2, false),
            "mlp_residual");
+    enum { WIDE = MLP_CHUNKED_MAX_CHANNELS + 8 }; /* the MLP step as two ops */
+    tensor *hw = LEAF(&r, 1, 2, 5, WIDE), *lww = LEAF(&r, 0.2f, WIDE), *lbw = LEAF(&r, 0.2f, WIDE);
+    tensor *w1w = LEAF(&r, 0.1f, 40, WIDE), *b1w = LEAF(&r, 0.3f, 40), *w2w = LEAF(&r, 0.3f, WIDE, 40);
+    for (int i = 0; i < WIDE; i++) lww->data[i] += 1;
+    EXPECT(bf16_follows_fp32("mlp_residual, two ops", mlp_residual_fn, NULL, 6, (tensor *[]){hw, lww, lbw, w1w, b1w, w2w},
+                             2e-2, false), "mlp_residual as two ops");
+    arena_reset(&vitc_arena);
+}
+
+/* Under bf16 the MLP step keeps its hidden layer (fc1's output, the largest activation it saves) as
+ * bf16, on both of its paths (row chunks, and the two ops above MLP_CHUNKED_MAX_CHANNELS): the step
+ * takes 2 bytes a hidden value fewer from the arena than in fp32, the kept values are fc1's output
+ * rounded, and the step's output is fc2 of the GELU of those rounded values. */
+TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
+    SKIP_WITHOUT_BF16();
+    rng r;
+    rng_seed(&r, 23, RNG_TEST);
+    static const int channels[2] = {24, MLP_CHUNKED_MAX_CHANNELS + 8};
+    for (int c = 0; c < 2; c++) {
+        int C = channels[c], H = 3 * C, M = 32; /* M H 2 bytes: whole 64-byte arena blocks */
+        tensor *res = LEAF(&r, 1, 2, 16, C), *lw = LEAF(&r, 0.2f, C), *lb = LEAF(&r, 0.2f, C);
+        tensor *w1 = LEAF(&r, 0.3f, H, C), *b1 = LEAF(&r, 0.3f, H), *w2 = LEAF(&r, 0.3f, C, H), *b2 = LEAF(&r, 0.3f, C);
+        for (int i = 0; i < C; i++) lw->data[i] += 1;
+        size_t used[3];
+        tensor *y = NULL, *h = NULL;
+        for (int p = 0; p < 2; p++) {
+            vitc_set_precision(p ? PRECISION_BF16 : PRECISION_FP32, NULL);
+            used[p] = vitc_data_arena()->used;
+            y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, 0, NULL);
+            used[p + 1] = vitc_data_arena()->used;
+            h = tape_node_at(tape_size() - 2)->out;
+            tape_reset();
+        }
+        size_t saved = (used[1] - used[0]) - (used[2] - used[1]);
+        EXPECT(h->bf16 && saved == (size_t)M * H * sizeof(bf16), "%d channels: the hidden layer is %s, %zu bytes saved",
+               C, h->bf16 ? "bf16" : "fp32", saved);
+        if (!h->bf16) continue;
+        bool was = tape_set_grad_enabled(false);
+        tensor *pre = op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1);
+        int off = 0;
+        for (int64_t i = 0; i < pre->numel; i++) {
+            off += tensor_bf16(h)[i] != bf16_from_float(pre->data[i]);
+            pre->data[i] = bf16_to_float(bf16_from_float(pre->data[i]));
+        }
+        tensor *want = op_add(res, op_linear(op_gelu(pre), w2, b2));
+        tape_set_grad_enabled(was);
+        vitc_set_precision(PRECISION_FP32, NULL);
+        double e = max_rel_diff(y->data, want->data, y->numel);
+        EXPECT(off == 0, "%d channels: %d of %d kept values are not fc1's output rounded", C, off, M * H);
+        EXPECT(e < 1e-5, "%d channels: output %.3g from fc2(gelu(rounded fc1))", C, e);
+    }
+    vitc_set_precision(PRECISION_FP32, NULL);
     arena_reset(&vitc_arena);
 }
 

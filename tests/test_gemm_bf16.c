@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "../src/core/cpu_features.h"
+#include "../src/cpu/bf16_store.h"
 #include "../src/cpu/gemm_bf16.h"
 #include "../src/cpu/matmul.h"
 #include "test.h"
@@ -138,6 +139,36 @@ TEST(bf16_packing_rounds_as_the_scalar_conversion) {
     for (int i = 0; i < M * K; i++)
         EXPECT(packed[i] == bf16_from_float(x[i]), "0x%08x packs to 0x%04x, rounds to 0x%04x",
                bits(x[i]), packed[i], bf16_from_float(x[i]));
+}
+
+/* bf16_store (the storage form of saved activations) rounds as bf16_from_float and leaves the
+ * rounded values in its source; bf16_load gives them back exactly. On a CPU without AVX512_BF16
+ * this checks the scalar path, which is what runs there. */
+TEST(bf16_store_rounds_as_the_scalar_conversion) {
+    rng r;
+    rng_seed(&r, 11, RNG_TEST);
+    enum { N = 4099 }; /* not a multiple of 16: the masked tail */
+    float *x = arena_alloc(&vitc_arena, sizeof(float) * N), *kept = arena_alloc(&vitc_arena, sizeof(float) * N);
+    float *back = arena_alloc(&vitc_arena, sizeof(float) * N);
+    bf16 *h = arena_alloc(&vitc_arena, sizeof(bf16) * (N + 1));
+    for (int i = 0; i < N; i++) { /* as the packing test: ties, NaN, inf, subnormals */
+        uint32_t u = (uint32_t)(rng_uniform_f64(&r) * 4294967296.0);
+        if (i % 4 == 1) u = (u & 0xffff0000) | 0x8000;
+        if (i % 8 == 2) u &= 0x807fffff;
+        if (i % 16 == 3) u |= 0x7f800000;
+        x[i] = kept[i] = from_bits(u);
+    }
+    h[N] = 0x1234; /* past the end: untouched */
+    bf16_store(h, x, N);
+    bf16_load(back, h, N);
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        bf16 want = bf16_from_float(kept[i]);
+        wrong += h[i] != want || bits(x[i]) != bits(bf16_to_float(want)) || bits(back[i]) != bits(x[i]);
+        if (h[i] != want) fprintf(stderr, "    0x%08x stored as 0x%04x, rounds to 0x%04x\n", bits(kept[i]), h[i], want);
+    }
+    EXPECT(wrong == 0 && h[N] == 0x1234, "%d of %d values stored, kept or loaded wrong; past the end 0x%04x", wrong,
+           N, h[N]);
 }
 
 /* op(A)[i][k] and op(B)[k][j] of the stored operands, rounded to bf16 */

@@ -44,7 +44,7 @@ tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in) {
 }
 
 static void give_back(const tensor *t) {
-    arena_give_back(vitc_data_arena(), t->data, (size_t)t->numel * sizeof(float));
+    arena_give_back(vitc_data_arena(), t->data, tensor_data_bytes(t));
 }
 
 /* After a node's backward, nothing left in the reverse pass reads its saved tensors (attention

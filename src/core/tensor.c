@@ -14,7 +14,7 @@ int64_t shape_numel(int ndim, const int *shape) {
     return n;
 }
 
-tensor *tensor_new(int ndim, const int *shape) {
+static tensor *new_tensor(int ndim, const int *shape, bool bf16) {
     CHECK(ndim >= 0 && ndim <= TENSOR_MAX_DIMS, "tensor with %d dims (at most %d)", ndim,
           TENSOR_MAX_DIMS);
     tensor *t = arena_alloc_small(&vitc_arena, sizeof(tensor));
@@ -25,14 +25,22 @@ tensor *tensor_new(int ndim, const int *shape) {
         t->shape[i] = shape[i];
     }
     t->numel = shape_numel(ndim, shape);
-    t->data = arena_alloc(vitc_data_arena(), (size_t)t->numel * sizeof(float));
+    t->bf16 = bf16;
+    t->data = arena_alloc(vitc_data_arena(), tensor_data_bytes(t));
     t->dev = vitc_device();
     return t;
 }
 
+tensor *tensor_new(int ndim, const int *shape) { return new_tensor(ndim, shape, false); }
+tensor *tensor_new_bf16(int ndim, const int *shape) { return new_tensor(ndim, shape, true); }
+
+size_t tensor_data_bytes(const tensor *t) {
+    return (size_t)t->numel * (t->bf16 ? sizeof(uint16_t) : sizeof(float));
+}
+
 tensor *tensor_zeros(int ndim, const int *shape) {
     tensor *t = tensor_new(ndim, shape);
-    vitc_memory()->zero(t->data, (size_t)t->numel * sizeof(float));
+    vitc_memory()->zero(t->data, tensor_data_bytes(t));
     return t;
 }
 
@@ -49,6 +57,7 @@ tensor *tensor_view(const tensor *x, int ndim, const int *shape) {
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
     t->numel = x->numel;
+    t->bf16 = x->bf16;
     t->data = x->data;
     t->dev = x->dev;
     return t;
@@ -69,7 +78,7 @@ tensor *tensor_wrap(float *data, int ndim, const int *shape) {
 tensor *tensor_keep(const arena_mark *m, tensor *x) {
     if (tape_grad_enabled()) return x;
     tensor copy = *x;
-    copy.data = arena_keep(&vitc_arena, *m, x->data, (size_t)x->numel * sizeof(float));
+    copy.data = arena_keep(&vitc_arena, *m, x->data, tensor_data_bytes(x));
     tensor *t = arena_alloc_small(&vitc_arena, sizeof(tensor));
     *t = copy;
     return t;

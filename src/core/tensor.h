@@ -1,8 +1,11 @@
 /* Tensor: contiguous float32, up to 5 dims, a device tag. No strides: reshape is free, every permute
  * is an explicit op. Activations (struct, data and grad) live in the activation arena; parameters
- * point into the flat parameter/gradient blocks of a param_store. */
+ * point into the flat parameter/gradient blocks of a param_store. A saved activation that the
+ * backward only reads rounded to bfloat16 may be stored as bf16 (tensor_new_bf16): half the bytes;
+ * its gradient is fp32 as every gradient. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define TENSOR_MAX_DIMS 5
@@ -10,13 +13,14 @@
 typedef enum { DEV_CPU = 0, DEV_CUDA = 1 } device;
 
 typedef struct tensor {
-    float *data;
+    float *data; /* numel floats, or with bf16 numel bfloat16 values (tensor_bf16) */
     float *grad; /* NULL until a gradient flows into it (tensor_grad allocates it zeroed) */
     int64_t numel;
     int ndim;
     int shape[TENSOR_MAX_DIMS];
     device dev;
     bool requires_grad;
+    bool bf16;
     const char *name; /* parameters only */
 } tensor;
 
@@ -24,6 +28,12 @@ typedef struct tensor {
 tensor *tensor_new(int ndim, const int *shape);
 tensor *tensor_zeros(int ndim, const int *shape);
 tensor *tensor_like(const tensor *t);
+/* New arena tensor of numel bfloat16 values; data uninitialised. Only the op that made it reads it
+ * (kernels take it as tensor_bf16), through a backward that widens it. */
+tensor *tensor_new_bf16(int ndim, const int *shape);
+static inline uint16_t *tensor_bf16(const tensor *t) { return (uint16_t *)t->data; }
+/* the bytes of t's data: 4 or 2 a value */
+size_t tensor_data_bytes(const tensor *t);
 /* New arena tensor struct sharing x's data under another shape of equal numel (no grad, no tape:
  * op_reshape builds on this). */
 tensor *tensor_view(const tensor *x, int ndim, const int *shape);

@@ -279,10 +279,10 @@ WIDE_VECTORS void gelu_backward(float *dx, const float *dout, const float *x, in
 WIDE_VECTORS void gelu_value_and_slope(float *out, float *slope, const float *x, int64_t n) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) {
-        float cdf, pdf;
-        normal_cdf_pdf(x[i], &cdf, &pdf);
-        out[i] = x[i] * cdf;
-        slope[i] = cdf + x[i] * pdf;
+        float v = x[i], cdf, pdf; /* read first: out may be x */
+        normal_cdf_pdf(v, &cdf, &pdf);
+        out[i] = v * cdf;
+        slope[i] = cdf + v * pdf;
     }
 }
 

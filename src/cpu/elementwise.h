@@ -45,7 +45,7 @@ void copy_floats(float *dst, const float *src, int64_t n);
 
 void gelu_forward(float *out, const float *x, int64_t n);
 void gelu_backward(float *dx, const float *dout, const float *x, int64_t n);
-/* out = gelu(x) and slope = gelu'(x), for a backward that recomputes the activation */
+/* out = gelu(x) and slope = gelu'(x), for a backward that recomputes the activation; out may be x */
 void gelu_value_and_slope(float *out, float *slope, const float *x, int64_t n);
 void relu_forward(float *out, const float *x, int64_t n);
 void relu_backward(float *dx, const float *dout, const float *x, int64_t n);

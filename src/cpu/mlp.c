@@ -1,6 +1,7 @@
 #include "mlp.h"
 
 #include "../core/threads.h"
+#include "bf16_store.h"
 #include "elementwise.h"
 #include "matmul.h"
 #include "norm.h"
@@ -15,7 +16,7 @@ size_t mlp_scratch_floats(const mlp_dims *d) {
     return (size_t)vitc_threads() * mlp_chunk_rows(d) * (2 * d->C + d->hidden);
 }
 
-void mlp_residual_forward(float *out, float *h, float *mean, float *rstd, const float *res,
+void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, float *rstd, const float *res,
                           const float *ln_w, const float *ln_b, float eps, const float *w1,
                           const float *b1, const float *w2, const float *b2, const float *keep,
                           const mlp_dims *d, float *scratch) {
@@ -29,6 +30,7 @@ void mlp_residual_forward(float *out, float *h, float *mean, float *rstd, const 
         float *branch = act + (size_t)R * H, *pre = h ? h + r0 * H : act;
         layernorm_forward(y, mean + r0, rstd + r0, res + r0 * C, ln_w, ln_b, rows, C, eps);
         linear_forward(pre, y, w1, b1, rows, C, H);
+        if (h_bf16) bf16_store(h_bf16 + r0 * H, pre, (int64_t)rows * H);
         gelu_forward(act, pre, (int64_t)rows * H);
         linear_forward(branch, act, w2, b2, rows, H, C);
         for (int i = 0; i < rows; i++) {

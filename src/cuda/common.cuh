@@ -50,6 +50,17 @@ static inline unsigned flat_blocks(int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                      \
          i += (int64_t)gridDim.x * blockDim.x)
 
+/* bf16 bits of x rounded to nearest even, as the CPU's bf16_from_float: NaN stays a quiet NaN of
+ * its sign, a subnormal becomes a signed 0, out of range becomes ±inf */
+static __device__ inline uint16_t bf16_bits(float x) {
+    const uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u | 0x400000u) >> 16);
+    if ((u & 0x7f800000u) == 0) return (uint16_t)(u >> 16 & 0x8000u);
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
+
+static __device__ inline float bf16_value(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
 /* The cuBLAS handle of the selected device (device.cu). */
 cublasHandle_t cuda_blas_handle(void);
 

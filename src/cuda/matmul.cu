@@ -13,15 +13,6 @@ extern "C" {
 #include "../core/precision.h"
 }
 
-/* bf16 bits of x rounded to nearest even, as the CPU's bf16_from_float: NaN stays a quiet NaN of
- * its sign, a subnormal becomes a signed 0, out of range becomes ±inf */
-static __device__ uint16_t bf16_bits(float x) {
-    const uint32_t u = __float_as_uint(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u | 0x400000u) >> 16);
-    if ((u & 0x7f800000u) == 0) return (uint16_t)(u >> 16 & 0x8000u);
-    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
-}
-
 /* dst: batch matrices of rows x cols bf16, packed; src: the same with row stride ld, matrix i at
  * src + i stride */
 static __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int64_t rows, int cols,

@@ -1,6 +1,7 @@
 /* The MLP step out = res + keep_s fc2(gelu(fc1(layernorm(res)))) on the device, as the CPU's chunks
  * but in passes of many rows (a GPU wants large GEMMs, not cache-sized ones), and the scaling of
  * groups of values by a factor each (dropout, drop path). */
+#include "bf16_store.h"
 #include "common.cuh"
 #include "elementwise.h"
 #include "matmul.h"
@@ -29,8 +30,8 @@ static __global__ void residual_kernel(float *out, const float *res, const float
     }
 }
 
-extern "C" void cuda_mlp_residual_forward(float *out, float *h, float *mean, float *rstd,
-                                          const float *res, const float *ln_w, const float *ln_b,
+extern "C" void cuda_mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean,
+                                          float *rstd, const float *res, const float *ln_w, const float *ln_b,
                                           float eps, const float *w1, const float *b1,
                                           const float *w2, const float *b2, const float *keep,
                                           const mlp_dims *d, float *scratch) {
@@ -42,6 +43,7 @@ extern "C" void cuda_mlp_residual_forward(float *out, float *h, float *mean, flo
         float *pre = h ? h + r0 * H : act; /* without h, the GELU runs in place */
         cuda_layernorm_forward(y, mean + r0, rstd + r0, res + r0 * C, ln_w, ln_b, rows, C, eps);
         cuda_linear_forward(pre, y, w1, b1, rows, C, H);
+        if (h_bf16) cuda_bf16_store(h_bf16 + r0 * H, pre, (int64_t)rows * H);
         cuda_gelu_forward(act, pre, (int64_t)rows * H);
         cuda_linear_forward(branch, act, w2, b2, rows, H, C);
         const int64_t n = (int64_t)rows * C;

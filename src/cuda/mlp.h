@@ -14,8 +14,8 @@ extern "C" {
 /* the floats of scratch cuda_mlp_residual_forward needs: passes of up to 2^24 floats */
 size_t cuda_mlp_scratch_floats(const mlp_dims *d);
 /* as mlp_residual_forward; scratch of cuda_mlp_scratch_floats(d) floats */
-void cuda_mlp_residual_forward(float *out, float *h, float *mean, float *rstd, const float *res,
-                               const float *ln_w, const float *ln_b, float eps, const float *w1,
+void cuda_mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, float *rstd,
+                               const float *res, const float *ln_w, const float *ln_b, float eps, const float *w1,
                                const float *b1, const float *w2, const float *b2, const float *keep,
                                const mlp_dims *d, float *scratch);
 /* dst[g, j] = x[g, j] · scale[g] (accumulate: +=) */

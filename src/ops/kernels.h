@@ -7,6 +7,7 @@
 #pragma once
 #include "../cpu/adaln.h"
 #include "../cpu/attention.h"
+#include "../cpu/bf16_store.h"
 #include "../cpu/conv.h"
 #include "../cpu/elementwise.h"
 #include "../cpu/linear_attention.h"
@@ -23,6 +24,7 @@
     X(layernorm_modulate_forward) X(layernorm_modulate_backward) X(gated_residual_forward)         \
     X(gated_residual_backward) X(embedding_forward) X(embedding_backward)
 #define KERNELS_ATTENTION(X) X(attention_scratch_floats) X(attention_forward) X(attention_backward)
+#define KERNELS_BF16_STORE(X) X(bf16_store) X(bf16_load)
 #define KERNELS_CONV(X)                                                                            \
     X(conv2d_forward) X(conv2d_backward) X(dwconv2d_forward) X(dwconv2d_backward)                  \
     X(adaptive_avg_pool2d_forward) X(adaptive_avg_pool2d_backward) X(interp_bilinear_forward)      \
@@ -55,9 +57,9 @@
 #define KERNELS_TRAIN_STEP(X) X(adamw_update) X(ema_update_flat) X(sum_squares) X(scale_floats)
 
 #define KERNELS_ALL(X)                                                                             \
-    KERNELS_ADALN(X) KERNELS_ATTENTION(X) KERNELS_CONV(X) KERNELS_ELEMENTWISE(X) KERNELS_LOSS(X)   \
-    KERNELS_LINEAR_ATTENTION(X) KERNELS_MATMUL(X) KERNELS_MLP(X) KERNELS_NORM(X) KERNELS_SHAPE(X)  \
-    KERNELS_SPATIAL(X) KERNELS_TRAIN_STEP(X)
+    KERNELS_ADALN(X) KERNELS_ATTENTION(X) KERNELS_BF16_STORE(X) KERNELS_CONV(X)                    \
+    KERNELS_ELEMENTWISE(X) KERNELS_LOSS(X) KERNELS_LINEAR_ATTENTION(X) KERNELS_MATMUL(X)           \
+    KERNELS_MLP(X) KERNELS_NORM(X) KERNELS_SHAPE(X) KERNELS_SPATIAL(X) KERNELS_TRAIN_STEP(X)
 
 typedef struct kernel_table {
 #define KERNEL_FIELD(name) __typeof__(name) *name;

@@ -3,6 +3,7 @@
 #ifdef VITC_CUDA
 #include "../cuda/adaln.h"
 #include "../cuda/attention.h"
+#include "../cuda/bf16_store.h"
 #include "../cuda/conv.h"
 #include "../cuda/elementwise.h"
 #include "../cuda/linear_attention.h"
@@ -35,6 +36,8 @@ const kernel_table cuda_kernels = {
     CUDA_KERNEL(gemm) CUDA_KERNEL(gemm_strided) CUDA_KERNEL(linear_forward) CUDA_KERNEL(linear_backward)
     CUDA_KERNEL(add_column_sums) CUDA_KERNEL(matmul_forward) CUDA_KERNEL(matmul_backward)
     CUDA_KERNEL(residual_linear_forward)
+    /* bf16 storage */
+    CUDA_KERNEL(bf16_store) CUDA_KERNEL(bf16_load)
     /* mlp */
     CUDA_KERNEL(mlp_residual_forward) CUDA_KERNEL(mlp_scratch_floats) CUDA_KERNEL(scale_groups)
     /* conv */

@@ -34,7 +34,8 @@ void op_layernorm_backward(tape_node *n) {
                        n->saved[0]->data, n->saved[1]->data, w->data, x->numel / C, C);
 }
 
-tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b) {
+static tensor *layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b,
+                                bool out_bf16) {
     int C = x->shape[x->ndim - 1];
     CHECK(ln_w->numel == C && ln_b->numel == C, "layernorm_linear: weight %s / bias %s do not match %s",
           SHAPE_STR(ln_w), SHAPE_STR(ln_b), SHAPE_STR(x));
@@ -46,20 +47,32 @@ tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, te
     int N = w->shape[0], shape[TENSOR_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;
-    tensor *out = tensor_new(x->ndim, shape), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
-    int64_t pass = items_per_pass(M, C, 1);
-    float *y = scratch_floats((size_t)(pass * C));
+    tensor *out = out_bf16 ? tensor_new_bf16(x->ndim, shape) : tensor_new(x->ndim, shape);
+    tensor *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
+    /* bf16: each pass's fp32 output in scratch, then rounded into out */
+    int64_t pass = items_per_pass(M, out_bf16 ? C + N : C, 1);
+    float *y = scratch_floats((size_t)(pass * C)), *part = out_bf16 ? scratch_floats((size_t)(pass * N)) : NULL;
     for (int64_t r0 = 0; r0 < M; r0 += pass) {
         int64_t rows = r0 + pass < M ? pass : M - r0;
         kernels->layernorm_forward(y, mean->data + r0, rstd->data + r0, x->data + r0 * C, ln_w->data, ln_b->data,
                           rows, C, eps);
-        kernels->linear_forward(out->data + r0 * N, y, w->data, b ? b->data : NULL, (int)rows, C, N);
+        kernels->linear_forward(part ? part : out->data + r0 * N, y, w->data, b ? b->data : NULL, (int)rows, C, N);
+        if (part) kernels->bf16_store(tensor_bf16(out) + r0 * N, part, rows * N);
     }
+    scratch_done(part, (size_t)(pass * N));
     scratch_done(y, (size_t)(pass * C));
     op_macs += 5.0 * (double)x->numel + (double)M * C * N;
     tape_node *n = tape_record(OP_LAYERNORM_LINEAR, out, 5, (tensor *[]){x, ln_w, ln_b, w, b});
     if (n) n->saved[0] = mean, n->saved[1] = rstd;
     return out;
+}
+
+tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b) {
+    return layernorm_linear(x, ln_w, ln_b, eps, w, b, false);
+}
+
+tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b) {
+    return layernorm_linear(x, ln_w, ln_b, eps, w, b, true);
 }
 
 void op_layernorm_linear_backward(tape_node *n) {

@@ -56,6 +56,9 @@ tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps);
 /* op_linear(op_layernorm(x, ln_w, ln_b, eps), w, b) keeping only the row statistics: the backward
  * recomputes the normalised rows (the input of an MLP's fc1) */
 tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b);
+/* op_layernorm_linear with its output kept as bf16 (tensor_new_bf16): an MLP's hidden layer under
+ * --precision bf16, which only op_residual_linear's GELU reads */
+tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b);
 /* op_window_partition(op_layernorm(x, w, b, eps), wh, ww, shift) of x (B, H, W, C) keeping only the
  * row statistics: the windows are the only copy of the normalised map (Swin's norm1) */
 tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift);
@@ -110,7 +113,10 @@ tensor *op_dropout(tensor *x, float p, rng *r);
 tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r);
 /* A block's MLP step: op_residual_linear(res, op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1), w2,
  * b2, gelu, p, r), recorded as those two nodes. With at most MLP_CHUNKED_MAX_CHANNELS channels it
- * runs in cache-sized row chunks, one per thread at a time (src/cpu/mlp.h); above, as the two ops. */
+ * runs in cache-sized row chunks, one per thread at a time (src/cpu/mlp.h); above, as the two ops.
+ * Under --precision bf16 the hidden layer kept for the backward is bf16, as autocast keeps fc1's
+ * output: the GELU reads it rounded in the forward as in the backward, and fc2's product rounds its
+ * operands anyway; it is the step's largest activation, 4 channels for each of res's. */
 #define MLP_CHUNKED_MAX_CHANNELS 128
 tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
                         tensor *w2, tensor *b2, float p, rng *r);

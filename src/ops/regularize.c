@@ -5,6 +5,7 @@
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/memory.h"
+#include "../core/precision.h"
 #include "../core/tape.h"
 #include "backend.h"
 #include "backward.h"
@@ -57,6 +58,8 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
           "residual_linear: residual %s, input %s, weight %s do not match", SHAPE_STR(res),
           SHAPE_STR(h), SHAPE_STR(w));
     CHECK(!b || b->numel == N, "residual_linear: bias %s for %d outputs", SHAPE_STR(b), N);
+    CHECK(!h->bf16 || gelu, "residual_linear: a bf16 input %s is an MLP's hidden layer, for the GELU",
+          SHAPE_STR(h));
     int B = res->shape[0], M = (int)(res->numel / N), rows = M / B;
     tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B, 1) : NULL;
     tensor *out = tensor_like(res);
@@ -72,7 +75,11 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
     for (int s0 = 0; s0 < B; s0 += group) {
         int gs = s0 + group < B ? group : B - s0;
         size_t r0 = (size_t)s0 * rows, n_act = (size_t)gs * rows * K;
-        const float *act = h->data + r0 * K, *keep = mask ? mask->data + s0 : NULL;
+        const float *act = scratch, *keep = mask ? mask->data + s0 : NULL;
+        if (h->bf16)
+            kernels->bf16_load(scratch, tensor_bf16(h) + r0 * K, (int64_t)n_act);
+        else
+            act = h->data + r0 * K;
         if (gelu) {
             kernels->gelu_forward(scratch, act, (int64_t)n_act);
             act = scratch;
@@ -127,7 +134,11 @@ void op_residual_linear_backward(tape_node *n) {
     for (int s0 = 0; s0 < B; s0 += group) {
         int gs = s0 + group < B ? group : B - s0, gm_rows = gs * rows;
         size_t r0 = (size_t)s0 * rows;
-        const float *g = n->out->grad + r0 * N, *hs = h->data + r0 * K;
+        const float *g = n->out->grad + r0 * N, *hs = act;
+        if (h->bf16) /* widened where the activation will be: gelu_value_and_slope may run in place */
+            kernels->bf16_load(act, tensor_bf16(h) + r0 * K, (int64_t)gm_rows * K);
+        else
+            hs = h->data + r0 * K;
         float *dhs = dh ? dh + r0 * K : NULL;
         if (geom.H) {
             kernels->window_copy(gm, (float *)g, gs, geom.H, geom.W, N, geom.wh, geom.ww, geom.shift, true, false);
@@ -222,8 +233,10 @@ void op_residual_linear_split_backward(tape_node *n) {
 tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
                         tensor *w2, tensor *b2, float p, rng *r) {
     int C = res->shape[res->ndim - 1], H = w1->shape[0];
+    bool record = tape_grad_enabled(), keep_bf16 = record && vitc_precision() == PRECISION_BF16;
     if (C > MLP_CHUNKED_MAX_CHANNELS) {
-        tensor *h = op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1);
+        tensor *h = keep_bf16 ? op_layernorm_linear_bf16(res, ln_w, ln_b, eps, w1, b1)
+                              : op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1);
         return op_residual_linear(res, h, w2, b2, true, p, r);
     }
     CHECK(p >= 0 && p < 1, "mlp_residual: probability %g outside [0, 1)", p);
@@ -234,18 +247,17 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
           SHAPE_STR(w1), SHAPE_STR(w2));
     int B = res->shape[0];
     mlp_dims d = {res->numel / C, C, H, (int)(res->numel / C / B)};
-    bool record = tape_grad_enabled();
     tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B, 1) : NULL;
     tensor *out = tensor_like(res), *mean = TENSOR((int)d.M), *rstd = TENSOR((int)d.M), *h = NULL;
     if (record) {
         int shape[TENSOR_MAX_DIMS];
         for (int i = 0; i < res->ndim; i++) shape[i] = res->shape[i];
         shape[res->ndim - 1] = H;
-        h = tensor_new(res->ndim, shape);
+        h = keep_bf16 ? tensor_new_bf16(res->ndim, shape) : tensor_new(res->ndim, shape);
     }
     size_t n_scratch = kernels->mlp_scratch_floats(&d);
     float *scratch = scratch_floats(n_scratch);
-    kernels->mlp_residual_forward(out->data, h ? h->data : NULL, mean->data, rstd->data, res->data, ln_w->data,
+    kernels->mlp_residual_forward(out->data, h && !h->bf16 ? h->data : NULL, h && h->bf16 ? tensor_bf16(h) : NULL, mean->data, rstd->data, res->data, ln_w->data,
                          ln_b->data, eps, w1->data, b1 ? b1->data : NULL, w2->data, b2 ? b2->data : NULL,
                          mask ? mask->data : NULL, &d, scratch);
     scratch_done(scratch, n_scratch);

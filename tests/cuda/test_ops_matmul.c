@@ -7,6 +7,7 @@
 #include "core/memory.h"
 #include "core/precision.h"
 #include "cpu/gemm_bf16.h"
+#include "cuda/bf16_store.h"
 #include "cuda/matmul.h"
 #include "device_check.h"
 #include "ops/backend.h"
@@ -158,4 +159,37 @@ TEST(cuda_gemm_bf16_multiplies_rounded_operands) {
     select_device("cpu");
     float *bufs[] = {A, B, C0, exact, rounded, got, want, have};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
+}
+
+/* the storage form of saved activations: rounded as bf16_from_float (ties, NaN, inf, subnormals),
+ * the source left holding the rounded values, widened back exactly */
+TEST(cuda_bf16_store_rounds_as_the_cpu) {
+    REQUIRE_DEVICE();
+    rng r;
+    rng_seed(&r, 55, RNG_TEST);
+    enum { N = 1001 };
+    float x[N], kept[N], back[N];
+    uint16_t h[N];
+    for (int i = 0; i < N; i++) {
+        uint32_t u = (uint32_t)(rng_uniform_f64(&r) * 4294967296.0);
+        if (i % 4 == 1) u = (u & 0xffff0000u) | 0x8000u;
+        if (i % 8 == 2) u &= 0x807fffffu;
+        if (i % 16 == 3) u |= 0x7f800000u;
+        memcpy(&x[i], &u, sizeof u);
+    }
+    select_device("cuda");
+    float *x_ = device_copy(x, N), *back_ = tensor_new(1, (int[]){N})->data;
+    uint16_t *h_ = tensor_bf16(tensor_new_bf16(1, (int[]){N}));
+    cuda_bf16_store(h_, x_, N);
+    cuda_bf16_load(back_, h_, N);
+    vitc_memory()->to_host(h, h_, sizeof(h));
+    vitc_memory()->to_host(kept, x_, sizeof(kept));
+    vitc_memory()->to_host(back, back_, sizeof(back));
+    select_device("cpu");
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        float want = bf16_to_float(bf16_from_float(x[i]));
+        wrong += h[i] != bf16_from_float(x[i]) || memcmp(&kept[i], &want, 4) || memcmp(&back[i], &want, 4);
+    }
+    EXPECT(wrong == 0, "%d of %d values stored, kept or loaded other than bf16_from_float", wrong, N);
 }

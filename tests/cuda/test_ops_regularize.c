@@ -2,6 +2,9 @@
  * residual linear step with drop path (plain, after a GELU, of two inputs, from windows) and the
  * MLP step on both of its paths. Masks are drawn on the host from a stream seeded afresh on each
  * run, so the CPU and the device draw the same: with p 0.3 or 0.4 it drops samples 3 and 4. */
+#include "core/cpu_features.h"
+#include "core/precision.h"
+#include "core/tape.h"
 #include "device_check.h"
 #include "ops/ops.h"
 
@@ -9,6 +12,7 @@ typedef struct {
     float p;
     bool gelu;
     int wh, ww, shift; /* residual_linear_windows */
+    bool *hidden_bf16; /* mlp_residual: whether the last call kept its hidden layer as bf16 */
 } reg_ctx;
 
 static rng stream(void) {
@@ -94,7 +98,9 @@ TEST(cuda_op_residual_linear_windows) {
 static tensor *mlp_residual(tensor **in, const void *ctx) {
     const reg_ctx *c = ctx;
     rng r = stream();
-    return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], in[6], c->p, &r);
+    tensor *out = op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], in[6], c->p, &r);
+    if (c->hidden_bf16) *c->hidden_bf16 = tape_node_at(tape_size() - 2)->out->bf16;
+    return out;
 }
 
 TEST(cuda_op_mlp_residual) {
@@ -113,4 +119,28 @@ TEST(cuda_op_mlp_residual) {
         err = DEVICE_CHECK(mlp_residual, (&(reg_ctx){.p = 0}), res, ln_w, ln_b, w1, NULL, w2, NULL);
         EXPECT(err <= DEVICE_TOL, "%d channels, no biases: max rel err %.2e", C, err);
     }
+}
+
+/* Under bf16 the device keeps the MLP step's hidden layer as bf16 too (bf16_store, bf16_load) and
+ * follows the CPU's bf16 step on both paths: the sums' order differs, and a kept value that rounds
+ * the other way moves the result by a bf16 ulp of it */
+TEST(cuda_op_mlp_residual_bf16) {
+    REQUIRE_DEVICE();
+    if (cpu_bf16_error()) SKIP("the CPU's bf16 step, the reference, needs AVX512_BF16");
+    rng r;
+    rng_seed(&r, 46, RNG_TEST);
+    static const int channels[2] = {48, MLP_CHUNKED_MAX_CHANNELS + 8};
+    CHECK(vitc_set_precision(PRECISION_BF16, NULL), "bf16 on this CPU");
+    for (int i = 0; i < 2; i++) {
+        int C = channels[i], H = 3 * C;
+        tensor *res = LEAF(&r, 1.0f, 6, 29, C), *ln_w = LEAF(&r, 1.0f, C), *ln_b = LEAF(&r, 1.0f, C),
+               *w1 = LEAF(&r, 0.1f, H, C), *b1 = LEAF(&r, 1.0f, H), *w2 = LEAF(&r, 0.1f, C, H),
+               *b2 = LEAF(&r, 1.0f, C);
+        bool hidden_bf16 = false;
+        double err = DEVICE_CHECK(mlp_residual, (&(reg_ctx){.p = 0.3f, .hidden_bf16 = &hidden_bf16}), res, ln_w,
+                                  ln_b, w1, b1, w2, b2);
+        EXPECT(hidden_bf16 && err <= 1e-2, "%d channels: hidden layer %s on the device, max rel err %.2e", C,
+               hidden_bf16 ? "bf16" : "fp32", err);
+    }
+    vitc_set_precision(PRECISION_FP32, NULL);
 }

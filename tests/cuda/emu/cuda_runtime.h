@@ -63,6 +63,11 @@ inline unsigned __float_as_uint(float x) {
     memcpy(&u, &x, sizeof u);
     return u;
 }
+inline float __uint_as_float(unsigned u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 typedef enum {
     cudaSuccess = 0,
