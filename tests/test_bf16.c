@@ -201,8 +201,9 @@ TEST(bf16_ops_follow_fp32_and_finite_differences) {
     tensor *hw = LEAF(&r, 1, 2, 5, WIDE), *lww = LEAF(&r, 0.2f, WIDE), *lbw = LEAF(&r, 0.2f, WIDE);
     tensor *w1w = LEAF(&r, 0.1f, 40, WIDE), *b1w = LEAF(&r, 0.3f, 40), *w2w = LEAF(&r, 0.3f, WIDE, 40);
     for (int i = 0; i < WIDE; i++) lww->data[i] += 1;
-    EXPECT(bf16_follows_fp32("mlp_residual, two ops", mlp_residual_fn, NULL, 6, (tensor *[]){hw, lww, lbw, w1w, b1w, w2w},
-                             2e-2, false), "mlp_residual as two ops");
+    EXPECT(bf16_follows_fp32("mlp_residual, two ops", mlp_residual_fn, NULL, 6,
+                             (tensor *[]){hw, lww, lbw, w1w, b1w, w2w}, 2e-2, false),
+           "mlp_residual as two ops");
     arena_reset(&vitc_arena);
 }
 
@@ -248,6 +249,12 @@ TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
         EXPECT(off == 0, "%d channels: %d of %d kept values are not fc1's output rounded", C, off, M * H);
         EXPECT(e < 1e-5, "%d channels: output %.3g from fc2(gelu(rounded fc1))", C, e);
     }
+    /* no other op reads the bf16 form: given one, it stops instead of reading half-floats as floats */
+    tensor *x = LEAF(&r, 1, 4, 8), *lw = LEAF(&r, 0.2f, 8), *lb = LEAF(&r, 0.2f, 8), *w = LEAF(&r, 0.3f, 16, 8);
+    tensor *h = op_layernorm_linear_bf16(x, lw, lb, 1e-5f, w, NULL);
+    EXPECT(h->bf16, "the hidden layer of a recorded step is bf16");
+    EXPECT_ERROR(op_gelu(h), "op gelu was given input 0 (4, 16) stored as bf16");
+    tape_reset();
     vitc_set_precision(PRECISION_FP32, NULL);
     arena_reset(&vitc_arena);
 }

@@ -16,10 +16,10 @@ size_t mlp_scratch_floats(const mlp_dims *d) {
     return (size_t)vitc_threads() * mlp_chunk_rows(d) * (2 * d->C + d->hidden);
 }
 
-void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, float *rstd, const float *res,
-                          const float *ln_w, const float *ln_b, float eps, const float *w1,
-                          const float *b1, const float *w2, const float *b2, const float *keep,
-                          const mlp_dims *d, float *scratch) {
+void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, float *rstd,
+                          const float *res, const float *ln_w, const float *ln_b, float eps,
+                          const float *w1, const float *b1, const float *w2, const float *b2,
+                          const float *keep, const mlp_dims *d, float *scratch) {
     int C = d->C, H = d->hidden, R = mlp_chunk_rows(d);
     int64_t chunks = (d->M + R - 1) / R;
 #pragma omp parallel for schedule(dynamic)

@@ -22,10 +22,10 @@ size_t mlp_scratch_floats(const mlp_dims *d);
 /* out (M, C); mean, rstd (M) the layernorm's row statistics; h (M, hidden) receives fc1's output
  * (pre-GELU) when not NULL (the backward reads it), or h_bf16 receives it rounded to bf16 and the
  * GELU reads the rounded values (bf16_store); keep (samples) or NULL */
-void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, float *rstd, const float *res,
-                          const float *ln_w, const float *ln_b, float eps, const float *w1,
-                          const float *b1, const float *w2, const float *b2, const float *keep,
-                          const mlp_dims *d, float *scratch);
+void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, float *rstd,
+                          const float *res, const float *ln_w, const float *ln_b, float eps,
+                          const float *w1, const float *b1, const float *w2, const float *b2,
+                          const float *keep, const mlp_dims *d, float *scratch);
 
 /* dst[g, j] = x[g, j] · scale[g] (accumulate: +=) for `groups` groups of `per` values: per 1 is an
  * elementwise product (a dropout mask), per the values of a sample its drop-path factor */

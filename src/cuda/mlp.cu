@@ -31,10 +31,10 @@ static __global__ void residual_kernel(float *out, const float *res, const float
 }
 
 extern "C" void cuda_mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean,
-                                          float *rstd, const float *res, const float *ln_w, const float *ln_b,
-                                          float eps, const float *w1, const float *b1,
-                                          const float *w2, const float *b2, const float *keep,
-                                          const mlp_dims *d, float *scratch) {
+                                          float *rstd, const float *res, const float *ln_w,
+                                          const float *ln_b, float eps, const float *w1,
+                                          const float *b1, const float *w2, const float *b2,
+                                          const float *keep, const mlp_dims *d, float *scratch) {
     const int C = d->C, H = d->hidden;
     const int64_t R = pass_rows(d);
     for (int64_t r0 = 0; r0 < d->M; r0 += R) {

@@ -15,9 +15,9 @@ extern "C" {
 size_t cuda_mlp_scratch_floats(const mlp_dims *d);
 /* as mlp_residual_forward; scratch of cuda_mlp_scratch_floats(d) floats */
 void cuda_mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, float *rstd,
-                               const float *res, const float *ln_w, const float *ln_b, float eps, const float *w1,
-                               const float *b1, const float *w2, const float *b2, const float *keep,
-                               const mlp_dims *d, float *scratch);
+                               const float *res, const float *ln_w, const float *ln_b, float eps,
+                               const float *w1, const float *b1, const float *w2, const float *b2,
+                               const float *keep, const mlp_dims *d, float *scratch);
 /* dst[g, j] = x[g, j] · scale[g] (accumulate: +=) */
 void cuda_scale_groups(float *dst, const float *x, const float *scale, int64_t groups, int64_t per,
                        bool accumulate);

@@ -72,7 +72,7 @@ tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, te
 }
 
 tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b) {
-    return layernorm_linear(x, ln_w, ln_b, eps, w, b, true);
+    return layernorm_linear(x, ln_w, ln_b, eps, w, b, tape_grad_enabled());
 }
 
 void op_layernorm_linear_backward(tape_node *n) {

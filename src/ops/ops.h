@@ -56,8 +56,9 @@ tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps);
 /* op_linear(op_layernorm(x, ln_w, ln_b, eps), w, b) keeping only the row statistics: the backward
  * recomputes the normalised rows (the input of an MLP's fc1) */
 tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b);
-/* op_layernorm_linear with its output kept as bf16 (tensor_new_bf16): an MLP's hidden layer under
- * --precision bf16, which only op_residual_linear's GELU reads */
+/* op_layernorm_linear with its output kept as bf16 (tensor_new_bf16) while the tape records: an
+ * MLP's hidden layer under --precision bf16, which only op_residual_linear's GELU reads (other ops
+ * given it stop with an error) */
 tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b);
 /* op_window_partition(op_layernorm(x, w, b, eps), wh, ww, shift) of x (B, H, W, C) keeping only the
  * row statistics: the windows are the only copy of the normalised map (Swin's norm1) */

@@ -257,7 +257,9 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
     }
     size_t n_scratch = kernels->mlp_scratch_floats(&d);
     float *scratch = scratch_floats(n_scratch);
-    kernels->mlp_residual_forward(out->data, h && !h->bf16 ? h->data : NULL, h && h->bf16 ? tensor_bf16(h) : NULL, mean->data, rstd->data, res->data, ln_w->data,
+    float *h32 = h && !h->bf16 ? h->data : NULL;
+    uint16_t *h16 = h && h->bf16 ? tensor_bf16(h) : NULL;
+    kernels->mlp_residual_forward(out->data, h32, h16, mean->data, rstd->data, res->data, ln_w->data,
                          ln_b->data, eps, w1->data, b1 ? b1->data : NULL, w2->data, b2 ? b2->data : NULL,
                          mask ? mask->data : NULL, &d, scratch);
     scratch_done(scratch, n_scratch);
