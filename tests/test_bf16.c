@@ -254,6 +254,8 @@ TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
     tensor *h = op_layernorm_linear_bf16(x, lw, lb, 1e-5f, w, NULL);
     EXPECT(h->bf16, "the hidden layer of a recorded step is bf16");
     EXPECT_ERROR(op_gelu(h), "op gelu was given input 0 (4, 16) stored as bf16");
+    tensor *w2 = LEAF(&r, 0.3f, 8, 16); /* residual_linear reads it only through its GELU */
+    EXPECT_ERROR(op_residual_linear(x, h, w2, NULL, false, 0, NULL), "a bf16 input (4, 16) is an MLP's hidden layer");
     tape_reset();
     vitc_set_precision(PRECISION_FP32, NULL);
     arena_reset(&vitc_arena);

@@ -28,8 +28,8 @@ typedef struct tensor {
 tensor *tensor_new(int ndim, const int *shape);
 tensor *tensor_zeros(int ndim, const int *shape);
 tensor *tensor_like(const tensor *t);
-/* New arena tensor of numel bfloat16 values; data uninitialised. Only the op that made it reads it
- * (kernels take it as tensor_bf16), through a backward that widens it. */
+/* New arena tensor of numel bfloat16 values; data uninitialised. Kernels take it as tensor_bf16;
+ * only the ops op_reads_bf16 names may be given it (tape_record refuses it to the others). */
 tensor *tensor_new_bf16(int ndim, const int *shape);
 static inline uint16_t *tensor_bf16(const tensor *t) { return (uint16_t *)t->data; }
 /* the bytes of t's data: 4 or 2 a value */
