@@ -261,6 +261,77 @@ TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
     arena_reset(&vitc_arena);
 }
 
+typedef struct windows_ctx {
+    int wh, ww, shift;
+    bool unfused; /* op_layernorm then op_window_partition: the normalised windows in fp32 */
+} windows_ctx;
+
+/* q, k and v of normalised windows, each by its own GEMM as in Swin and CSwin, concatenated */
+static tensor *windows_qkv_fn(tensor **in, const void *ctx) {
+    const windows_ctx *c = ctx;
+    int C = in[0]->shape[3];
+    tensor *win = c->unfused ? op_window_partition(op_layernorm(in[0], in[1], in[2], 1e-5f), c->wh, c->ww, c->shift)
+                             : op_layernorm_windows(in[0], in[1], in[2], 1e-5f, c->wh, c->ww, c->shift);
+    tensor *qkv[3];
+    for (int i = 0; i < 3; i++) qkv[i] = op_linear_rows(win, in[3], in[4], i * C, C);
+    return op_concat(3, qkv, 2);
+}
+
+/* Under bf16 the normalised windows the tape keeps (Swin's and CSwin's norm1, read only by the qkv
+ * products) are bf16: the fp32 windows rounded, and the output and every gradient bit for bit
+ * those of the same chain with the windows in fp32, which the products round as they pack them.
+ * Shifted windows and a single one (CSwin's last stage), an even and an odd channel count. */
+TEST(bf16_normalised_windows_are_kept_in_bf16) {
+    SKIP_WITHOUT_BF16();
+    rng r;
+    rng_seed(&r, 29, RNG_TEST);
+    static const windows_ctx cases[] = {{2, 3, 1, false}, {4, 6, 0, false}};
+    static const int channels[] = {16, 9};
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < 2; i++) {
+            int C = channels[c];
+            tensor *x = LEAF(&r, 1, 2, 4, 6, C), *lw = LEAF(&r, 0.2f, C), *lb = LEAF(&r, 0.2f, C);
+            tensor *w = LEAF(&r, 0.3f, 3 * C, C), *b = LEAF(&r, 0.3f, 3 * C);
+            for (int j = 0; j < C; j++) lw->data[j] += 1;
+            tensor *in[5] = {x, lw, lb, w, b};
+            windows_ctx fused = cases[i], unfused = fused;
+            unfused.unfused = true;
+            vitc_set_precision(PRECISION_BF16, NULL);
+            tensor *kept = op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift);
+            bool was = tape_set_grad_enabled(false);
+            tensor *plain = op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift);
+            tape_set_grad_enabled(was);
+            tape_reset();
+            vitc_set_precision(PRECISION_FP32, NULL);
+            EXPECT(kept->bf16 && !plain->bf16, "%d channels, case %d: recorded windows %s, unrecorded %s", C, i,
+                   kept->bf16 ? "bf16" : "fp32", plain->bf16 ? "bf16" : "fp32");
+            if (!kept->bf16) continue;
+            int off = 0;
+            for (int64_t j = 0; j < plain->numel; j++) off += tensor_bf16(kept)[j] != bf16_from_float(plain->data[j]);
+            EXPECT(off == 0, "%d channels, case %d: %d of %lld kept values are not the windows rounded", C, i, off,
+                   (long long)plain->numel);
+            run_result a = run_in(PRECISION_BF16, windows_qkv_fn, &fused, 5, in, 3);
+            run_result u = run_in(PRECISION_BF16, windows_qkv_fn, &unfused, 5, in, 3);
+            int64_t out_n = (int64_t)x->numel / C * 3 * C;
+            EXPECT(!memcmp(a.out, u.out, sizeof(float) * out_n), "%d channels, case %d: output differs from fp32 windows",
+                   C, i);
+            for (int j = 0; j < 5; j++)
+                EXPECT(!memcmp(a.grads[j], u.grads[j], sizeof(float) * in[j]->numel),
+                       "%d channels, case %d: gradient of input %d differs from fp32 windows", C, i, j);
+            run_free(&a, 5);
+            run_free(&u, 5);
+            EXPECT(bf16_follows_fp32("windows qkv", windows_qkv_fn, &fused, 5, in, 1e-2, false), "windows qkv");
+        }
+    /* no op but linear reads the bf16 windows */
+    vitc_set_precision(PRECISION_BF16, NULL);
+    tensor *x = LEAF(&r, 1, 1, 2, 2, 8), *lw = LEAF(&r, 0.2f, 8), *lb = LEAF(&r, 0.2f, 8);
+    tensor *win = op_layernorm_windows(x, lw, lb, 1e-5f, 2, 2, 0);
+    EXPECT_ERROR(op_gelu(win), "op gelu was given input 0 (1, 4, 8) stored as bf16");
+    tape_reset();
+    vitc_set_precision(PRECISION_FP32, NULL);
+    arena_reset(&vitc_arena);
+}
+
 /* The linear layer in bf16 is exactly a product of the rounded operands summed in fp32: against an
  * fp32 GEMM of bf16-rounded x and w it differs only by the order of the fp32 sums */
 TEST(bf16_linear_is_the_product_of_rounded_operands) {

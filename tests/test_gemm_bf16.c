@@ -356,3 +356,56 @@ TEST(bf16_gemm_reads_subnormal_operands_as_zero) {
     gemm_bf16(false, true, 1, 1, 2, 1.0f, A, 2, B, 2, 0.0f, C, 1, 1);
     EXPECT(C[0] == 0.0f, "C = %g", C[0]);
 }
+
+/* n values of x rounded and kept in bf16, and x set to their values as floats */
+static bf16 *kept_bf16(float *x, size_t n) {
+    bf16 *h = arena_alloc(&vitc_arena, n * sizeof(bf16) + 2);
+    for (size_t i = 0; i < n; i++) h[i] = bf16_from_float(x[i]), x[i] = bf16_to_float(h[i]);
+    return h;
+}
+
+/* An operand kept in bf16 (a linear layer's input under --precision bf16) gives the sums of
+ * gemm_bf16 on its values as floats, bit for bit: A read in place (even K and stride) or packed
+ * (odd), B packed from its pairs, with and without a bias, on every thread split */
+TEST(bf16_gemm_reads_bf16_operands_as_stored) {
+    NEEDS_BF16();
+    rng r;
+    rng_seed(&r, 14, RNG_TEST);
+    static const shape more[] = {{515, 70, 2 * KC + 4}, {600, 288, 96}, {96, 288, 600}};
+    enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
+    for (int i = 0; i < N_SHAPES + 3; i++) {
+        shape s = i < N_SHAPES ? shapes[i] : more[i - N_SHAPES];
+        for (int v = 0; v < 4; v++)
+            for (int threads = 1; threads <= 2; threads++) {
+                bool t = v & 1, with_bias = v >> 1;
+                int lda = s.K + (v == 1 ? 1 : 0), ldb_f = (t ? s.K : s.N) + 2, ldc = s.N + 1;
+                size_t nc = (size_t)s.M * ldc;
+                float *A = randn(&r, (size_t)s.M * lda, 1), *B = randn(&r, (size_t)(t ? s.N : s.K) * ldb_f, 1);
+                float *bias = with_bias ? randn(&r, s.N, 1) : NULL;
+                bf16 *A16 = kept_bf16(A, (size_t)s.M * lda);
+                for (int m = 0; m < s.M && lda > s.K; m++) /* columns past K are never read */
+                    A16[(size_t)m * lda + s.K] = bf16_from_float(INFINITY);
+                float *want = randn(&r, nc, 1), *got = arena_alloc(&vitc_arena, nc * sizeof(float));
+                memcpy(got, want, nc * sizeof(float));
+                if (bias) gemm_bf16_bias(false, t, s.M, s.N, s.K, 1.0f, A, lda, B, ldb_f, bias, want, ldc, threads);
+                else gemm_bf16(false, t, s.M, s.N, s.K, 1.0f, A, lda, B, ldb_f, 0.0f, want, ldc, threads);
+                gemm_bf16_a16_bias(t, s.M, s.N, s.K, A16, lda, B, ldb_f, bias, got, ldc, threads);
+                for (size_t o = 0; o < nc; o++)
+                    EXPECT(same(got[o], want[o]), "A in bf16, lda %d, trans_b %d, bias %d, %dx%dx%d threads %d: "
+                           "C[%zu] = %a, want %a", lda, t, with_bias, s.M, s.N, s.K, threads, o, got[o], want[o]);
+                /* B (K, N) kept in bf16, A fp32 either way, accumulating into C */
+                int lda_f = (t ? s.M : s.K) + 3, ldb = s.N + (v == 1 ? 1 : 0);
+                float *A2 = randn(&r, (size_t)(t ? s.K : s.M) * lda_f, 1), *B2 = randn(&r, (size_t)s.K * ldb, 1);
+                bf16 *B16 = kept_bf16(B2, (size_t)s.K * ldb);
+                for (int k = 0; k < s.K && ldb > s.N; k++) B16[(size_t)k * ldb + s.N] = bf16_from_float(NAN);
+                memcpy(got, want, nc * sizeof(float));
+                gemm_bf16(t, false, s.M, s.N, s.K, 0.75f, A2, lda_f, B2, ldb, 1.0f, want, ldc, threads);
+                gemm_bf16_b16(t, s.M, s.N, s.K, 0.75f, A2, lda_f, B16, ldb, 1.0f, got, ldc, threads);
+                for (size_t o = 0; o < nc; o++)
+                    EXPECT(same(got[o], want[o]), "B in bf16, ldb %d, trans_a %d, %dx%dx%d threads %d: "
+                           "C[%zu] = %a, want %a", ldb, t, s.M, s.N, s.K, threads, o, got[o], want[o]);
+                if (test_failed()) return;
+            }
+    }
+    arena_reset(&vitc_arena);
+}

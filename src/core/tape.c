@@ -26,8 +26,8 @@ tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in) {
           TAPE_MAX_INPUTS);
     for (int i = 0; i < n_in; i++)
         CHECK(!in[i] || !in[i]->bf16 || op_reads_bf16(op),
-              "op %s was given input %d %s stored as bf16, which it cannot read (an MLP's hidden layer "
-              "is for op_residual_linear's GELU)", op_table[op].name, i, SHAPE_STR(in[i]));
+              "op %s was given input %d %s stored as bf16, which it cannot read (bf16 tensors are "
+              "operands of the ops op_reads_bf16 names)", op_table[op].name, i, SHAPE_STR(in[i]));
     if (!tape.grad_enabled) return NULL;
     bool any = false;
     for (int i = 0; i < n_in; i++) any |= in[i] && in[i]->requires_grad;

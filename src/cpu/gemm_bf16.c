@@ -49,9 +49,24 @@ size_t gemm_bf16_b_size(int N, int K) { return (size_t)(N + PANEL - 1) / PANEL *
 /* the stores of a kc-long row in pairs: (kc + 1) / 2 of them from pair p0 on, at most 16 */
 static inline __mmask16 pair_lanes(int kc, int p0) { return lanes((kc + 1) / 2 - p0); }
 
-/* ap (rows, lda_p) = op(A)'s rows r0.. and columns k0..k0 + kc as bf16, zero past kc up to even */
-BF16_TARGET static void pack_a_block(bf16 *ap, int lda_p, bool trans_a, const float *A, int lda,
-                                     int r0, int rows, int k0, int kc) {
+/* the first m (clamped to 0..32) of 32 lanes */
+static inline __mmask32 lanes32(int m) {
+    return m >= 32 ? 0xffffffffu : m <= 0 ? 0 : (__mmask32)((1u << m) - 1);
+}
+
+/* ap (rows, lda_p) = op(A)'s rows r0.. and columns k0..k0 + kc as bf16, zero past kc up to even;
+ * from A16 (stored in bf16, not transposed) where the job has it */
+BF16_TARGET static void pack_a_block(bf16 *ap, int lda_p, bool trans_a, const float *A,
+                                     const bf16 *A16, int lda, int r0, int rows, int k0, int kc) {
+    if (A16) {
+        for (int i = 0; i < rows; i++) {
+            const bf16 *a = A16 + (size_t)(r0 + i) * lda + k0;
+            for (int k = 0; k < kc; k += 32)
+                _mm512_mask_storeu_epi32(ap + (size_t)i * lda_p + k, pair_lanes(kc, k / 2),
+                                         _mm512_maskz_loadu_epi16(lanes32(kc - k), a + k));
+        }
+        return;
+    }
     if (!trans_a) {
         for (int i = 0; i < rows; i++) {
             const float *a = A + (size_t)(r0 + i) * lda + k0;
@@ -73,16 +88,25 @@ BF16_TARGET static void pack_a_block(bf16 *ap, int lda_p, bool trans_a, const fl
         }
 }
 
+/* the m (masked) values of B or, where the job has it, B16 (stored in bf16) at element `at`, as
+ * floats: a bf16 widened is exact, so rounding it again for the pairs gives it back */
+BF16_TARGET INLINE __m512 values16(const float *B, const bf16 *B16, size_t at, __mmask16 m) {
+    if (!B16) return _mm512_maskz_loadu_ps(m, B + at);
+    __m512i widened = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, B16 + at));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(widened, 16));
+}
+
 /* bp (pairs, PANEL, 2) = op(B)'s columns j0..j0 + n (n <= PANEL, zero beyond), rows k0..k0 + kc in
- * pairs (zero past kc up to even): the order in which the tile reads them */
-BF16_TARGET static void pack_b_panel(bf16 *bp, bool trans_b, const float *B, int ldb, int j0, int n,
-                                     int k0, int kc) {
+ * pairs (zero past kc up to even): the order in which the tile reads them; from B16 (stored in
+ * bf16, not transposed) where the job has it */
+BF16_TARGET static void pack_b_panel(bf16 *bp, bool trans_b, const float *B, const bf16 *B16, int ldb,
+                                     int j0, int n, int k0, int kc) {
     if (!trans_b) { /* B stored (K, N): two rows give the pairs of 16 columns */
         for (int p = 0; 2 * p < kc; p++) {
-            const float *b = B + (size_t)(k0 + 2 * p) * ldb + j0;
+            size_t row = (size_t)(k0 + 2 * p) * ldb + j0;
             for (int h = 0; h < PANEL; h += 16) {
-                __m512 lo = _mm512_maskz_loadu_ps(lanes(n - h), b + h);
-                __m512 hi = 2 * p + 1 < kc ? _mm512_maskz_loadu_ps(lanes(n - h), b + ldb + h)
+                __m512 lo = values16(B, B16, row + h, lanes(n - h));
+                __m512 hi = 2 * p + 1 < kc ? values16(B, B16, row + ldb + h, lanes(n - h))
                                            : _mm512_setzero_ps();
                 _mm512_storeu_si512(bp + 2 * ((size_t)p * PANEL + h), pairs16(lo, hi));
             }
@@ -145,10 +169,11 @@ BF16_TARGET INLINE void tile(float *c, int ldc, const bf16 *a, int lda, const bf
     }
 }
 
-/* a block of an fp32 operand as it is stored: `rows` rows of `width` floats, row stride ld */
+/* a block of an operand as it is stored: `rows` rows of `bytes`, row stride ld bytes */
 typedef struct region {
-    const float *p;
-    int rows, width, ld;
+    const char *p;
+    int rows, bytes;
+    size_t ld;
 } region;
 
 /* share `part` of `parts` of the region fetched into L2 while a tile computes: packing the next
@@ -158,7 +183,7 @@ static inline void prefetch_share(region r, int part, int parts) {
     int i0 = (int)((int64_t)r.rows * part / parts);
     int i1 = (int)((int64_t)r.rows * (part + 1) / parts);
     for (int i = i0; i < i1; i++)
-        for (int k = 0; k < r.width + 16; k += 16)
+        for (int k = 0; k < r.bytes + 64; k += 64)
             __builtin_prefetch(r.p + (size_t)i * r.ld + k, 0, 2);
 }
 
@@ -188,12 +213,14 @@ BF16_TARGET static void panel_rows(float *c, int ldc, const bf16 *a, int lda, co
     }
 }
 
-/* a product: fp32 operands packed block by block, or operands packed beforehand (ap, bp) */
+/* a product: operands packed block by block, from fp32 (A, B) or from bf16 as stored (A16, B16:
+ * not transposed), or operands packed beforehand (ap, bp) */
 typedef struct gemm_job {
     int M, N, K;
     float alpha, beta;
     bool trans_a, trans_b;
     const float *A, *B;
+    const bf16 *A16, *B16;
     int lda, ldb;
     const bf16 *ap, *bp;
     float *C;
@@ -203,19 +230,32 @@ typedef struct gemm_job {
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
-/* the fp32 behind A's block (rows r0.., columns k0.. of op(A)) and B's (columns j0.. of op(B));
- * nothing for packed operands, which the hardware fetches well (and for no block: rows 0) */
+/* A16's rows are read as they are stored where they already are the packed form: pairs from an
+ * even column, none past K */
+static bool a16_direct(const gemm_job *g) { return g->A16 && g->K % 2 == 0 && g->lda % 2 == 0; }
+
+/* the block of `rows` x `width` elements from element `at` of an operand stored in fp32 (p) or
+ * bf16 (p16), row stride ld elements */
+static region block_of(const float *p, const bf16 *p16, size_t at, int rows, int width, int ld) {
+    size_t size = p16 ? sizeof(bf16) : sizeof(float);
+    const char *base = p16 ? (const char *)p16 : (const char *)p;
+    return (region){base + at * size, rows, (int)(width * size), ld * size};
+}
+
+/* what is stored behind A's block (rows r0.., columns k0.. of op(A)) and B's (columns j0.. of
+ * op(B)); nothing for operands read as packed, which the hardware fetches well (and for no block:
+ * rows 0) */
 static region a_region(const gemm_job *g, int r0, int rows, int k0) {
     int kc = min_int(KC, g->K - k0);
-    if (g->ap || rows <= 0) return (region){0};
-    return g->trans_a ? (region){g->A + (size_t)k0 * g->lda + r0, kc, rows, g->lda}
-                      : (region){g->A + (size_t)r0 * g->lda + k0, rows, kc, g->lda};
+    if (g->ap || a16_direct(g) || rows <= 0) return (region){0};
+    return g->trans_a ? block_of(g->A, g->A16, (size_t)k0 * g->lda + r0, kc, rows, g->lda)
+                      : block_of(g->A, g->A16, (size_t)r0 * g->lda + k0, rows, kc, g->lda);
 }
 static region b_region(const gemm_job *g, int j0, int k0) {
     int n = min_int(PANEL, g->N - j0), kc = min_int(KC, g->K - k0);
     if (g->bp || n <= 0 || kc <= 0) return (region){0};
-    return g->trans_b ? (region){g->B + (size_t)j0 * g->ldb + k0, n, kc, g->ldb}
-                      : (region){g->B + (size_t)k0 * g->ldb + j0, kc, n, g->ldb};
+    return g->trans_b ? block_of(g->B, g->B16, (size_t)j0 * g->ldb + k0, n, kc, g->ldb)
+                      : block_of(g->B, g->B16, (size_t)k0 * g->ldb + j0, kc, n, g->ldb);
 }
 
 /* rows i0..i1 of C, panels p0, p0 + step, ... */
@@ -230,7 +270,8 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
             int kc = min_int(KC, g->K - k0), lda = KC;
             const bf16 *a = a_block;
             if (g->ap) a = g->ap + (size_t)r0 * kp + k0, lda = kp;
-            else pack_a_block(a_block, KC, g->trans_a, g->A, g->lda, r0, rows, k0, kc);
+            else if (a16_direct(g)) a = g->A16 + (size_t)r0 * g->lda + k0, lda = g->lda;
+            else pack_a_block(a_block, KC, g->trans_a, g->A, g->A16, g->lda, r0, rows, k0, kc);
             /* the block after this one: the next KC columns, else the next rows' first */
             int next_r0 = k0 + KC < g->K ? r0 : r0 + ROW_BLOCK,
                 next_k0 = k0 + KC < g->K ? k0 + KC : 0;
@@ -240,7 +281,7 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
                 int n = min_int(PANEL, g->N - p * PANEL);
                 const bf16 *b = b_panel;
                 if (g->bp) b = g->bp + (size_t)p * PANEL * kp + (size_t)k0 * PANEL;
-                else pack_b_panel(b_panel, g->trans_b, g->B, g->ldb, p * PANEL, n, k0, kc);
+                else pack_b_panel(b_panel, g->trans_b, g->B, g->B16, g->ldb, p * PANEL, n, k0, kc);
                 region next_b = p + step < panels ? b_region(g, (p + step) * PANEL, k0)
                                 : next_r0 < i1    ? b_region(g, p0 * PANEL, next_k0)
                                                   : (region){0};
@@ -254,6 +295,16 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
 
 static void gemm_run(const gemm_job *g, int threads);
 
+static void pack_b(bf16 *bp, bool trans_b, int N, int K, const float *B, const bf16 *B16, int ldb,
+                   int threads) {
+    int panels = (N + PANEL - 1) / PANEL;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int p = 0; p < panels; p++) {
+        int n = N - p * PANEL < PANEL ? N - p * PANEL : PANEL;
+        pack_b_panel(bp + (size_t)p * PANEL * even(K), trans_b, B, B16, ldb, p * PANEL, n, 0, K);
+    }
+}
+
 /* With rows for several row blocks a thread, gemm_part would pack B's panels again for every
  * block (at 50176 x 96 x 288, as much packing as a sixth of the multiplying): B is packed once,
  * the threads sharing its panels, and the product runs on the packed panels (the same sums) */
@@ -264,7 +315,7 @@ static bool prepack_b(const gemm_job *g, int threads, bool split_rows) {
 static void gemm_run_prepacked_b(const gemm_job *g, int threads) {
     size_t n = (gemm_bf16_b_size(g->N, g->K) + 1) / 2; /* floats */
     bf16 *bp = (bf16 *)scratch_floats(n);
-    gemm_bf16_pack_b(bp, g->trans_b, g->N, g->K, g->B, g->ldb, threads);
+    pack_b(bp, g->trans_b, g->N, g->K, g->B, g->B16, g->ldb, threads);
     gemm_job packed = *g;
     packed.bp = bp;
     gemm_run(&packed, threads);
@@ -302,20 +353,37 @@ static void gemm_run(const gemm_job *g, int threads) {
 
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads) {
-    gemm_job g = {M, N, K, alpha, beta, trans_a, trans_b, A, B, lda, ldb, NULL, NULL, C, ldc, NULL};
+    gemm_job g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .trans_a = trans_a,
+                  .trans_b = trans_b, .A = A, .B = B, .lda = lda, .ldb = ldb, .C = C, .ldc = ldc};
     gemm_run(&g, threads);
 }
 
 void gemm_bf16_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                     int lda, const float *B, int ldb, const float *bias, float *C, int ldc,
                     int threads) {
-    gemm_job g = {M, N, K, alpha, 0.0f, trans_a, trans_b, A, B, lda, ldb, NULL, NULL, C, ldc, bias};
+    gemm_job g = {.M = M, .N = N, .K = K, .alpha = alpha, .trans_a = trans_a, .trans_b = trans_b,
+                  .A = A, .B = B, .lda = lda, .ldb = ldb, .C = C, .ldc = ldc, .bias = bias};
+    gemm_run(&g, threads);
+}
+
+void gemm_bf16_a16_bias(bool trans_b, int M, int N, int K, const bf16 *A, int lda, const float *B,
+                        int ldb, const float *bias, float *C, int ldc, int threads) {
+    gemm_job g = {.M = M, .N = N, .K = K, .alpha = 1.0f, .trans_b = trans_b, .A16 = A, .B = B,
+                  .lda = lda, .ldb = ldb, .C = C, .ldc = ldc, .bias = bias};
+    gemm_run(&g, threads);
+}
+
+void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *A, int lda,
+                   const bf16 *B, int ldb, float beta, float *C, int ldc, int threads) {
+    gemm_job g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .trans_a = trans_a, .A = A,
+                  .B16 = B, .lda = lda, .ldb = ldb, .C = C, .ldc = ldc};
     gemm_run(&g, threads);
 }
 
 void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
                       float *C, int ldc, int threads) {
-    gemm_job g = {M, N, K, alpha, beta, false, false, NULL, NULL, 0, 0, ap, bp, C, ldc, NULL};
+    gemm_job g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .ap = ap, .bp = bp, .C = C,
+                  .ldc = ldc};
     gemm_run(&g, threads);
 }
 
@@ -324,18 +392,13 @@ void gemm_bf16_pack_a(bf16 *ap, bool trans_a, int M, int K, const float *A, int 
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int r0 = 0; r0 < M; r0 += 64) {
         int rows = M - r0 < 64 ? M - r0 : 64;
-        pack_a_block(ap + (size_t)r0 * even(K), even(K), trans_a, A, lda, r0, rows, 0, K);
+        pack_a_block(ap + (size_t)r0 * even(K), even(K), trans_a, A, NULL, lda, r0, rows, 0, K);
     }
 }
 
 void gemm_bf16_pack_b(bf16 *bp, bool trans_b, int N, int K, const float *B, int ldb, int threads) {
     CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
-    int panels = (N + PANEL - 1) / PANEL;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int p = 0; p < panels; p++) {
-        int n = N - p * PANEL < PANEL ? N - p * PANEL : PANEL;
-        pack_b_panel(bp + (size_t)p * PANEL * even(K), trans_b, B, ldb, p * PANEL, n, 0, K);
-    }
+    pack_b(bp, trans_b, N, K, B, NULL, ldb, threads);
 }
 
 #else /* no compiler support: every entry point stops, as on a CPU without the instruction */
@@ -357,6 +420,20 @@ void gemm_bf16_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha
                     int threads) {
     (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda;
     (void)B, (void)ldb, (void)bias, (void)C, (void)ldc, (void)threads;
+    unsupported();
+}
+
+void gemm_bf16_a16_bias(bool trans_b, int M, int N, int K, const bf16 *A, int lda, const float *B,
+                        int ldb, const float *bias, float *C, int ldc, int threads) {
+    (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)bias;
+    (void)C, (void)ldc, (void)threads;
+    unsupported();
+}
+
+void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *A, int lda,
+                   const bf16 *B, int ldb, float beta, float *C, int ldc, int threads) {
+    (void)trans_a, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
+    (void)beta, (void)C, (void)ldc, (void)threads;
     unsupported();
 }
 

@@ -47,6 +47,14 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 void gemm_bf16_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                     int lda, const float *B, int ldb, const float *bias, float *C, int ldc,
                     int threads);
+/* with one operand kept in bf16 (tensor_new_bf16) and read as it is stored, not transposed: A
+ * (M, K), row stride lda, with a bias as gemm_bf16_bias and alpha 1 (bias NULL: beta 0), or B
+ * stored (K, N), row stride ldb; the same sums as gemm_bf16 on its values as floats. A linear
+ * layer's forward from a bf16 input, and its weight gradient. */
+void gemm_bf16_a16_bias(bool trans_b, int M, int N, int K, const bf16 *A, int lda, const float *B,
+                        int ldb, const float *bias, float *C, int ldc, int threads);
+void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *A, int lda,
+                   const bf16 *B, int ldb, float beta, float *C, int ldc, int threads);
 /* the same from gemm_bf16_pack_a's and gemm_bf16_pack_b's outputs: the same sums */
 void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
                       float *C, int ldc, int threads);

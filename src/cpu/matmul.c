@@ -120,6 +120,18 @@ void linear_backward(float *dx, float *dw, float *db, const float *dout, const f
     if (db) add_column_sums(db, dout, M, N);
 }
 
+void linear_forward_bf16_input(float *out, const uint16_t *x, const float *w, const float *b, int M,
+                               int K, int N) {
+    gemm_bf16_a16_bias(true, M, N, K, x, K, w, K, b, out, N, gemm_threads());
+}
+
+void linear_backward_bf16_input(float *dx, float *dw, float *db, const float *dout,
+                                const uint16_t *x, const float *w, int M, int K, int N) {
+    if (dx) gemm(false, false, M, K, N, 1.0f, dout, w, 1.0f, dx);
+    if (dw) gemm_bf16_b16(true, N, K, M, 1.0f, dout, N, x, K, 1.0f, dw, K, gemm_threads());
+    if (db) add_column_sums(db, dout, M, N);
+}
+
 /* Fixed row chunks summed in order: the same sums whatever the thread count, and every thread busy
  * (column blocks, the earlier split, left one of two threads idle a third of the time at 192 columns) */
 #define COLUMN_SUM_CHUNKS 32

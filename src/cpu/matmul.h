@@ -18,6 +18,12 @@ void linear_forward(float *out, const float *x, const float *w, const float *b, 
  * is skipped */
 void linear_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, int M, int K, int N);
+/* the same two with x kept in bf16 (tensor_new_bf16; under --precision bf16 only), its values
+ * read as stored: the sums linear_forward and linear_backward make from the same values as floats */
+void linear_forward_bf16_input(float *out, const uint16_t *x, const float *w, const float *b, int M,
+                               int K, int N);
+void linear_backward_bf16_input(float *dx, float *dw, float *db, const float *dout,
+                                const uint16_t *x, const float *w, int M, int K, int N);
 
 /* sums (N) += the column sums of x (M, N) */
 void add_column_sums(float *sums, const float *x, int64_t M, int N);

@@ -24,26 +24,29 @@ static __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int64_t r
 }
 
 /* an operand of one product: row-major, rows x cols with row stride ld, matrix i at element
- * p + i stride (fp32, or bf16 once rounded) */
+ * p + i stride (fp32, or bf16: kept so, or once rounded) */
 struct operand {
     const void *p;
     int rows, cols, ld;
     long long stride;
+    bool bf16;
 };
 
 /* the bf16 copy of `op`'s `batch` matrices packed at dst (stride 0 stays one matrix): its new ld
- * and stride */
+ * and stride; an operand in bf16 already, itself */
 static operand to_bf16(uint16_t *dst, operand op, int batch) {
+    if (op.bf16) return op;
     const int mats = op.stride ? batch : 1;
     const int64_t n = (int64_t)mats * op.rows * op.cols;
     to_bf16_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dst, (const float *)op.p, op.rows, op.cols,
                                                      op.ld, op.stride, n);
     CUDA_LAUNCHED();
-    return operand{dst, op.rows, op.cols, op.cols, op.stride ? (long long)op.rows * op.cols : 0};
+    return operand{dst, op.rows, op.cols, op.cols, op.stride ? (long long)op.rows * op.cols : 0, true};
 }
 
+/* the bf16 elements of to_bf16's copy */
 static int64_t packed_size(operand op, int batch) {
-    return (int64_t)(op.stride ? batch : 1) * op.rows * op.cols;
+    return op.bf16 ? 0 : (int64_t)(op.stride ? batch : 1) * op.rows * op.cols;
 }
 
 /* C_i (M, N) = alpha op(A_i) op(B_i) + beta C_i for the batch, bf16 operands and fp32 sums */
@@ -80,8 +83,8 @@ extern "C" void cuda_gemm_batched(bool ta, bool tb, int M, int N, int K, float a
                             op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const precision p = K > 0 ? vitc_precision() : PRECISION_FP32; /* K == 0: C = beta C */
     if (p == PRECISION_BF16) {
-        gemm_bf16(op_a, op_b, M, N, K, alpha, operand{A, ta ? K : M, ta ? M : K, lda, sa},
-                  operand{B, tb ? N : K, tb ? K : N, ldb, sb}, beta, C, ldc, sc, batch);
+        gemm_bf16(op_a, op_b, M, N, K, alpha, operand{A, ta ? K : M, ta ? M : K, lda, sa, false},
+                  operand{B, tb ? N : K, tb ? K : N, ldb, sb, false}, beta, C, ldc, sc, batch);
     } else if (p == PRECISION_TF32) {
         if (batch == 1)
             CUBLAS_CHECK(cublasGemmEx(cuda_blas_handle(), op_b, op_a, N, M, K, &alpha, B, CUDA_R_32F,
@@ -131,6 +134,27 @@ extern "C" void cuda_linear_backward(float *dx, float *dw, float *db, const floa
                                      const float *x, const float *w, int M, int K, int N) {
     if (dx) cuda_gemm(false, false, M, K, N, 1.0f, dout, w, 1.0f, dx);
     if (dw) cuda_gemm(true, false, N, K, M, 1.0f, dout, x, 1.0f, dw);
+    if (db) cuda_add_column_sums(db, dout, M, N);
+}
+
+extern "C" void cuda_linear_forward_bf16_input(float *out, const uint16_t *x, const float *w,
+                                               const float *b, int M, int K, int N) {
+    if (M == 0 || N == 0) return;
+    if (b) {
+        fill_rows_kernel<<<flat_blocks((int64_t)M * N), FLAT_THREADS>>>(out, b, M, N);
+        CUDA_LAUNCHED();
+    }
+    gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, M, N, K, 1.0f, operand{x, M, K, K, 0, true},
+              operand{w, N, K, K, 0, false}, b ? 1.0f : 0.0f, out, N, 0, 1);
+}
+
+extern "C" void cuda_linear_backward_bf16_input(float *dx, float *dw, float *db, const float *dout,
+                                                const uint16_t *x, const float *w, int M, int K,
+                                                int N) {
+    if (dx) cuda_gemm(false, false, M, K, N, 1.0f, dout, w, 1.0f, dx);
+    if (dw && M > 0)
+        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, N, K, M, 1.0f, operand{dout, M, N, N, 0, false},
+                  operand{x, M, K, K, 0, true}, 1.0f, dw, K, 0, 1);
     if (db) cuda_add_column_sums(db, dout, M, N);
 }
 

@@ -32,6 +32,12 @@ void cuda_linear_forward(float *out, const float *x, const float *w, const float
 void cuda_linear_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                           const float *w, int M, int K, int N);
 
+/* the same two with x kept in bf16 (tensor_new_bf16), read as stored */
+void cuda_linear_forward_bf16_input(float *out, const uint16_t *x, const float *w, const float *b,
+                                    int M, int K, int N);
+void cuda_linear_backward_bf16_input(float *dx, float *dw, float *db, const float *dout,
+                                     const uint16_t *x, const float *w, int M, int K, int N);
+
 /* sums (N) += the column sums of x (M, N) */
 void cuda_add_column_sums(float *sums, const float *x, int64_t M, int N);
 

@@ -44,8 +44,9 @@
     X(cross_entropy_forward) X(cross_entropy_backward) X(label_targets) X(mse_forward)             \
     X(mse_backward) X(ddpm_loss_forward) X(ddpm_loss_backward)
 #define KERNELS_MATMUL(X)                                                                          \
-    X(gemm) X(gemm_strided) X(linear_forward) X(linear_backward) X(add_column_sums)                \
-    X(residual_linear_forward) X(matmul_forward) X(matmul_backward)
+    X(gemm) X(gemm_strided) X(linear_forward) X(linear_backward) X(linear_forward_bf16_input)      \
+    X(linear_backward_bf16_input) X(add_column_sums) X(residual_linear_forward) X(matmul_forward)  \
+    X(matmul_backward)
 #define KERNELS_MLP(X) X(mlp_residual_forward) X(mlp_scratch_floats) X(scale_groups)
 #define KERNELS_NORM(X)                                                                            \
     X(layernorm_forward) X(layernorm_apply) X(layernorm_backward) X(l2norm_forward)                \

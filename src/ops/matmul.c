@@ -22,7 +22,9 @@ tensor *op_linear_rows(tensor *x, tensor *w, tensor *b, int row0, int rows) {
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;
     tensor *out = tensor_new(x->ndim, shape);
-    kernels->linear_forward(out->data, x->data, w->data + (size_t)row0 * K, b ? b->data + row0 : NULL, M, K, N);
+    const float *wr = w->data + (size_t)row0 * K, *br = b ? b->data + row0 : NULL;
+    if (x->bf16) kernels->linear_forward_bf16_input(out->data, tensor_bf16(x), wr, br, M, K, N);
+    else kernels->linear_forward(out->data, x->data, wr, br, M, K, N);
     op_macs += (double)M * K * N;
     tape_node *n = tape_record(OP_LINEAR, out, 3, (tensor *[]){x, w, b});
     if (n) n->iarg[0] = M, n->iarg[1] = K, n->iarg[2] = N, n->iarg[3] = row0;
@@ -37,10 +39,12 @@ tensor *op_linear(tensor *x, tensor *w, tensor *b) {
 void op_linear_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int M = n->iarg[0], K = n->iarg[1], N = n->iarg[2], row0 = n->iarg[3];
-    kernels->linear_backward(x->requires_grad ? tensor_grad(x) : NULL,
-                    w->requires_grad ? tensor_grad(w) + (size_t)row0 * K : NULL,
-                    b && b->requires_grad ? tensor_grad(b) + row0 : NULL, n->out->grad, x->data,
-                    w->data + (size_t)row0 * K, M, K, N);
+    float *dx = x->requires_grad ? tensor_grad(x) : NULL;
+    float *dw = w->requires_grad ? tensor_grad(w) + (size_t)row0 * K : NULL;
+    float *db = b && b->requires_grad ? tensor_grad(b) + row0 : NULL;
+    const float *wr = w->data + (size_t)row0 * K;
+    if (x->bf16) kernels->linear_backward_bf16_input(dx, dw, db, n->out->grad, tensor_bf16(x), wr, M, K, N);
+    else kernels->linear_backward(dx, dw, db, n->out->grad, x->data, wr, M, K, N);
 }
 
 tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha) {

@@ -61,7 +61,9 @@ tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, te
  * given it stop with an error) */
 tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b);
 /* op_window_partition(op_layernorm(x, w, b, eps), wh, ww, shift) of x (B, H, W, C) keeping only the
- * row statistics: the windows are the only copy of the normalised map (Swin's norm1) */
+ * row statistics: the windows are the only copy of the normalised map (Swin's norm1, CSwin's
+ * stripes). Under --precision bf16, while the tape records, the windows are bf16 (tensor_new_bf16):
+ * inputs of linear layers only (op_linear reads them as stored; other ops stop with an error). */
 tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift);
 /* Euclidean norm over the last dim, keeping it: (..., C) -> (..., 1) */
 tensor *op_l2norm(tensor *x);

@@ -1,4 +1,6 @@
 /* The norm ops (src/ops/norm.c) on the device against the CPU. */
+#include "core/cpu_features.h"
+#include "core/precision.h"
 #include "device_check.h"
 #include "ops/ops.h"
 
@@ -55,6 +57,41 @@ TEST(cuda_op_layernorm_windows) {
         EXPECT(err <= DEVICE_TOL, "%dx%d windows, shift %d: max rel err %.2e", cases[i].wh,
                cases[i].ww, cases[i].shift, err);
     }
+}
+
+typedef struct {
+    window_ctx windows;
+    bool *kept_bf16; /* whether the last call's windows were bf16 */
+} windows_qkv_ctx;
+
+/* q, k, v of the normalised windows by three GEMMs, as Swin and CSwin compute them */
+static tensor *windows_qkv(tensor **in, const void *ctx) {
+    const windows_qkv_ctx *c = ctx;
+    int C = in[0]->shape[3];
+    tensor *win = op_layernorm_windows(in[0], in[1], in[2], 1e-5f, c->windows.wh, c->windows.ww, c->windows.shift);
+    *c->kept_bf16 = win->bf16;
+    tensor *qkv[3];
+    for (int i = 0; i < 3; i++) qkv[i] = op_linear_rows(win, in[3], in[4], i * C, C);
+    return op_concat(3, qkv, 2);
+}
+
+/* under bf16 the device keeps the windows as bf16 too, and its products read them as stored */
+TEST(cuda_op_layernorm_windows_qkv_bf16) {
+    REQUIRE_DEVICE();
+    if (cpu_bf16_error()) SKIP("the CPU's bf16 products, the reference, need AVX512_BF16");
+    rng r;
+    rng_seed(&r, 4, RNG_TEST);
+    CHECK(vitc_set_precision(PRECISION_BF16, NULL), "bf16 on this CPU");
+    const window_ctx cases[] = {{4, 4, 2}, {8, 12, 0}};
+    for (int i = 0; i < 2; i++) {
+        tensor *x = LEAF(&r, 2.0f, 2, 8, 12, 20), *ln_w = LEAF(&r, 1.0f, 20), *ln_b = LEAF(&r, 1.0f, 20);
+        tensor *w = LEAF(&r, 0.1f, 60, 20), *b = LEAF(&r, 1.0f, 60);
+        bool kept_bf16 = false;
+        double err = DEVICE_CHECK(windows_qkv, (&(windows_qkv_ctx){cases[i], &kept_bf16}), x, ln_w, ln_b, w, b);
+        EXPECT(kept_bf16 && err <= 1e-2, "%dx%d windows: %s on the device, max rel err %.2e", cases[i].wh,
+               cases[i].ww, kept_bf16 ? "bf16" : "fp32", err);
+    }
+    vitc_set_precision(PRECISION_FP32, NULL);
 }
 
 static tensor *l2norm(tensor **in, const void *ctx) {
