@@ -332,6 +332,63 @@ TEST(bf16_normalised_windows_are_kept_in_bf16) {
     arena_reset(&vitc_arena);
 }
 
+typedef struct local_ctx {
+    int heads;
+    bool kept; /* q's and k's blocks by op_window_partition_channels_bf16 */
+} local_ctx;
+
+/* ELFATT's local heads: channels 8..24 of q, k, v (B, 4, 6, 24) in 2 x 3 blocks, attention in each */
+static tensor *local_attention_fn(tensor **in, const void *ctx) {
+    const local_ctx *c = ctx;
+    tensor *blk[3];
+    for (int i = 0; i < 3; i++)
+        blk[i] = i < 2 && c->kept ? op_window_partition_channels_bf16(in[i], 8, 16, 2, 3, 0)
+                                  : op_window_partition_channels(in[i], 8, 16, 2, 3, 0);
+    return op_attention(blk[0], blk[1], blk[2], c->heads, 0.25f, NULL, NULL, 1);
+}
+
+/* ELFATT's local q and k blocks, read only by attention's products, are kept in bf16 under bf16:
+ * the blocks rounded, and the output and gradients bit for bit those from fp32 blocks, which the
+ * products round (on the bf16 tiles, one head of 16 channels, and through the GEMMs, two of 8) */
+TEST(bf16_local_attention_keeps_q_and_k_in_bf16) {
+    SKIP_WITHOUT_BF16();
+    rng r;
+    rng_seed(&r, 31, RNG_TEST);
+    for (int heads = 1; heads <= 2; heads++) {
+        tensor *q = LEAF(&r, 1, 2, 4, 6, 24), *k = LEAF(&r, 1, 2, 4, 6, 24), *v = LEAF(&r, 1, 2, 4, 6, 24);
+        tensor *in[3] = {q, k, v};
+        local_ctx kept = {heads, true}, plain = {heads, false};
+        vitc_set_precision(PRECISION_BF16, NULL);
+        tensor *blk = op_window_partition_channels_bf16(q, 8, 16, 2, 3, 0);
+        bool was = tape_set_grad_enabled(false);
+        tensor *ref = op_window_partition_channels(q, 8, 16, 2, 3, 0);
+        tape_set_grad_enabled(was);
+        tape_reset();
+        vitc_set_precision(PRECISION_FP32, NULL);
+        EXPECT(blk->bf16, "%d heads: recorded q blocks are %s", heads, blk->bf16 ? "bf16" : "fp32");
+        if (!blk->bf16) continue;
+        int off = 0;
+        for (int64_t j = 0; j < ref->numel; j++) off += tensor_bf16(blk)[j] != bf16_from_float(ref->data[j]);
+        EXPECT(off == 0, "%d heads: %d of %lld kept values are not the blocks rounded", heads, off, (long long)ref->numel);
+        run_result a = run_in(PRECISION_BF16, local_attention_fn, &kept, 3, in, 5);
+        run_result u = run_in(PRECISION_BF16, local_attention_fn, &plain, 3, in, 5);
+        EXPECT(!memcmp(a.out, u.out, sizeof(float) * ref->numel), "%d heads: output differs from fp32 blocks", heads);
+        for (int j = 0; j < 3; j++)
+            EXPECT(!memcmp(a.grads[j], u.grads[j], sizeof(float) * in[j]->numel),
+                   "%d heads: gradient of input %d differs from fp32 blocks", heads, j);
+        run_free(&a, 3);
+        run_free(&u, 3);
+        EXPECT(bf16_follows_fp32("local attention", local_attention_fn, &kept, 3, in, 2e-2, false), "%d heads", heads);
+    }
+    vitc_set_precision(PRECISION_BF16, NULL);
+    tensor *x = LEAF(&r, 1, 1, 2, 2, 8);
+    EXPECT_ERROR(op_gelu(op_window_partition_channels_bf16(x, 0, 4, 2, 2, 0)),
+                 "op gelu was given input 0 (1, 4, 4) stored as bf16");
+    tape_reset();
+    vitc_set_precision(PRECISION_FP32, NULL);
+    arena_reset(&vitc_arena);
+}
+
 /* The linear layer in bf16 is exactly a product of the rounded operands summed in fp32: against an
  * fp32 GEMM of bf16-rounded x and w it differs only by the order of the fp32 sums */
 TEST(bf16_linear_is_the_product_of_rounded_operands) {

@@ -64,12 +64,16 @@ static int elfatt_parts(attn *base, tensor *q, tensor *k, tensor *v, tensor *par
         patches = RESHAPE(lepe_part(&a->lepe, RESHAPE(vp, b, s->h, s->w, C), 0, 0, C1, patches), b, np, C1);
         global = off ? op_concat(2, (tensor *[]){op_slice(global, 1, 0, off), patches}, 1) : patches;
     }
-    /* local heads: exact softmax attention inside each block, LePE zero-padded at block borders */
+    /* local heads: exact softmax attention inside each block, LePE zero-padded at block borders;
+     * the blocks of q and k feed only attention's products (bf16 under --precision bf16), v's
+     * the LePE too */
     tensor *blk[3];
     for (int i = 0; i < 3; i++) {
         tensor *t = i == 0 ? q : i == 1 ? k : v;
         if (off) t = op_slice(t, 1, off, np);
-        blk[i] = op_window_partition_channels(RESHAPE(t, b, s->h, s->w, C), C1, C2, bh, bw, 0);
+        t = RESHAPE(t, b, s->h, s->w, C);
+        blk[i] = i < 2 ? op_window_partition_channels_bf16(t, C1, C2, bh, bw, 0)
+                       : op_window_partition_channels(t, C1, C2, bh, bw, 0);
     }
     tensor *local = op_attention(blk[0], blk[1], blk[2], H - hg, 1.0f / sqrtf((float)d), NULL, NULL, 1);
     if (s->dwc) {

@@ -19,6 +19,18 @@ static attn_dims dims_of(const tensor *q, const tensor *k, int heads, float scal
                        .mask = mask, .windows = windows};
 }
 
+/* t's values as floats: its data, or under bf16 (q, k, v kept as bf16) widened into scratch, which
+ * done_floats gives back (in the reverse order of the calls) */
+static const float *floats_of(const tensor *t) {
+    if (!t->bf16) return t->data;
+    float *wide = scratch_floats((size_t)t->numel);
+    kernels->bf16_load(wide, tensor_bf16(t), t->numel);
+    return wide;
+}
+static void done_floats(const tensor *t, const float *p) {
+    if (t->bf16) scratch_done((float *)p, (size_t)t->numel);
+}
+
 tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, tensor *bias,
                      const float *mask, int windows) {
     CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3 && k->shape[0] == q->shape[0] &&
@@ -40,10 +52,12 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, te
                                           v->requires_grad || (bias && bias->requires_grad));
     tensor *out = tensor_like(q);
     tensor *lse = record ? TENSOR(b, heads, n) : NULL;
+    const float *qd = floats_of(q), *kd = floats_of(k), *vd = floats_of(v);
     size_t n_scratch = kernels->attention_scratch_floats(&a, false, false);
     float *scratch = scratch_floats(n_scratch);
-    kernels->attention_forward(out->data, lse ? lse->data : NULL, q->data, k->data, v->data, &a, scratch);
+    kernels->attention_forward(out->data, lse ? lse->data : NULL, qd, kd, vd, &a, scratch);
     scratch_done(scratch, n_scratch);
+    done_floats(v, vd), done_floats(k, kd), done_floats(q, qd);
     op_macs += 2.0 * b * heads * n * m * a.d;
     tape_node *node = tape_record(OP_ATTENTION, out, 4, (tensor *[]){q, k, v, bias});
     if (node) {
@@ -61,9 +75,10 @@ void op_attention_backward(tape_node *node) {
     float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
     float *dbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
+    const float *qd = floats_of(q), *kd = floats_of(k), *vd = floats_of(v);
     size_t n_scratch = kernels->attention_scratch_floats(&a, true, dbias);
     float *scratch = scratch_floats(n_scratch);
-    kernels->attention_backward(dq, dk, dv, dbias, node->out->grad, node->saved[0]->data, q->data, k->data,
-                       v->data, &a, scratch);
+    kernels->attention_backward(dq, dk, dv, dbias, node->out->grad, node->saved[0]->data, qd, kd, vd, &a, scratch);
     scratch_done(scratch, n_scratch);
+    done_floats(v, vd), done_floats(k, kd), done_floats(q, qd);
 }

@@ -50,4 +50,4 @@ const op_info op_table[OP_COUNT] = {
     [OP_DDPM_LOSS] = {"ddpm_loss", op_ddpm_loss_backward},
 };
 
-bool op_reads_bf16(int op) { return op == OP_RESIDUAL_LINEAR || op == OP_LINEAR; }
+bool op_reads_bf16(int op) { return op == OP_RESIDUAL_LINEAR || op == OP_LINEAR || op == OP_ATTENTION; }

@@ -54,6 +54,6 @@ typedef enum {
 extern const op_info op_table[OP_COUNT];
 
 /* Whether the op takes inputs stored as bf16 (tensor_new_bf16): residual_linear (the GELU of an
- * MLP's hidden layer) and linear (normalised windows and stripes feeding the qkv products).
- * tape_record refuses them to every other op. */
+ * MLP's hidden layer), linear (normalised windows and stripes feeding the qkv products) and
+ * attention (ELFATT's local q and k windows). tape_record refuses them to every other op. */
 bool op_reads_bf16(int op);

@@ -100,6 +100,10 @@ tensor *op_interp_bilinear(tensor *x, int ho, int wo);
 tensor *op_window_partition(tensor *x, int wh, int ww, int shift);
 /* op_window_partition of x's channels [c0, c0 + channels) only (no op_slice copy first) */
 tensor *op_window_partition_channels(tensor *x, int c0, int channels, int wh, int ww, int shift);
+/* the same with the windows kept as bf16 (tensor_new_bf16) while the tape records under
+ * --precision bf16: windows that only attention's products read, as q and k (op_attention reads
+ * them; other ops stop with an error) */
+tensor *op_window_partition_channels_bf16(tensor *x, int c0, int channels, int wh, int ww, int shift);
 /* inverse: x (B * H/wh * W/ww, wh*ww, C) -> (B, H, W, C), rolled back by +shift */
 tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift);
 /* relative position bias: table (T, NH), index (N*N) ints in [0, T) -> (NH, N, N) with

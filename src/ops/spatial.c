@@ -1,6 +1,8 @@
 /* Token-layout ops for windowed attention: window partition/reverse (also CSwin stripes) with
  * Swin's cyclic shift fused in, relative-position-bias gather. */
+#include "../core/arena.h"
 #include "../core/check.h"
+#include "../core/precision.h"
 #include "../core/tape.h"
 #include "../cpu/spatial.h"
 #include "backend.h"
@@ -9,7 +11,8 @@
 #include "ops.h"
 #include "kernels.h"
 
-tensor *op_window_partition_channels(tensor *x, int c0, int channels, int wh, int ww, int shift) {
+static tensor *window_partition_channels(tensor *x, int c0, int channels, int wh, int ww, int shift,
+                                         bool out_bf16) {
     CHECK(x->ndim == 4 && wh >= 1 && ww >= 1 && x->shape[1] % wh == 0 && x->shape[2] % ww == 0,
           "window_partition: %dx%d windows do not tile %s (B, H, W, C)", wh, ww, SHAPE_STR(x));
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
@@ -17,11 +20,27 @@ tensor *op_window_partition_channels(tensor *x, int c0, int channels, int wh, in
           c0, c0 + channels, SHAPE_STR(x));
     bool whole_map = wh == H && ww == W && shift % H == 0 && shift % W == 0;
     if (whole_map && channels == C) return RESHAPE(x, B, H * W, C);
-    tensor *out = TENSOR(B * (H / wh) * (W / ww), wh * ww, channels);
-    kernels->window_copy_channels(out->data, x->data + c0, C, B, H, W, channels, wh, ww, shift, true, false);
+    int shape[3] = {B * (H / wh) * (W / ww), wh * ww, channels};
+    tensor *out = out_bf16 ? tensor_new_bf16(3, shape) : tensor_new(3, shape);
+    /* bf16: the windows in fp32 in scratch, then rounded into out */
+    float *windows = out_bf16 ? scratch_floats((size_t)out->numel) : out->data;
+    kernels->window_copy_channels(windows, x->data + c0, C, B, H, W, channels, wh, ww, shift, true, false);
+    if (out_bf16) {
+        kernels->bf16_store(tensor_bf16(out), windows, out->numel);
+        scratch_done(windows, (size_t)out->numel);
+    }
     tape_node *n = tape_record(OP_WINDOW_PARTITION, out, 1, (tensor *[]){x});
     if (n) n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift, n->iarg[3] = c0;
     return out;
+}
+
+tensor *op_window_partition_channels(tensor *x, int c0, int channels, int wh, int ww, int shift) {
+    return window_partition_channels(x, c0, channels, wh, ww, shift, false);
+}
+
+tensor *op_window_partition_channels_bf16(tensor *x, int c0, int channels, int wh, int ww, int shift) {
+    bool out_bf16 = tape_grad_enabled() && vitc_precision() == PRECISION_BF16;
+    return window_partition_channels(x, c0, channels, wh, ww, shift, out_bf16);
 }
 
 tensor *op_window_partition(tensor *x, int wh, int ww, int shift) {

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/cpu_features.h"
+#include "core/precision.h"
 #include "device_check.h"
 #include "ops/ops.h"
 
@@ -99,4 +101,30 @@ TEST(cuda_op_attention_bias_summed_over_many_sequences) {
     double err = DEVICE_CHECK(attention, &c, q, k, v, bias);
     free(mask);
     EXPECT(err <= DEVICE_TOL, "max rel err %.2e", err);
+}
+
+/* ELFATT's local heads under bf16: q's and k's blocks kept as bf16 (op_window_partition_channels_bf16),
+ * which the device's attention widens as the CPU's does */
+static tensor *local_attention(tensor **in, const void *ctx) {
+    bool *kept_bf16 = (bool *)ctx;
+    tensor *blk[3];
+    for (int i = 0; i < 3; i++)
+        blk[i] = i < 2 ? op_window_partition_channels_bf16(in[i], 8, 32, 2, 3, 0)
+                       : op_window_partition_channels(in[i], 8, 32, 2, 3, 0);
+    *kept_bf16 = blk[0]->bf16 && blk[1]->bf16;
+    return op_attention(blk[0], blk[1], blk[2], 2, 0.25f, NULL, NULL, 1);
+}
+
+TEST(cuda_op_attention_bf16_blocks) {
+    REQUIRE_DEVICE();
+    if (cpu_bf16_error()) SKIP("the CPU's bf16 attention, the reference, needs AVX512_BF16");
+    rng r;
+    rng_seed(&r, 71, RNG_TEST);
+    CHECK(vitc_set_precision(PRECISION_BF16, NULL), "bf16 on this CPU");
+    tensor *q = LEAF(&r, 1.0f, 2, 4, 6, 40), *k = LEAF(&r, 1.0f, 2, 4, 6, 40), *v = LEAF(&r, 1.0f, 2, 4, 6, 40);
+    bool kept_bf16 = false;
+    double err = DEVICE_CHECK(local_attention, &kept_bf16, q, k, v);
+    EXPECT(kept_bf16 && err <= 1e-2, "q and k blocks %s on the device, max rel err %.2e", kept_bf16 ? "bf16" : "fp32",
+           err);
+    vitc_set_precision(PRECISION_FP32, NULL);
 }
