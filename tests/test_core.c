@@ -1,6 +1,7 @@
 /* Core: arena, tape bookkeeping, op table, rng, error checks. */
 #include <math.h>
 
+#include "../src/core/memory.h"
 #include "../src/core/threads.h"
 #include "../src/ops/op_table.h"
 #include "../src/ops/ops.h"
@@ -187,6 +188,25 @@ TEST(consuming_backward_equals_backward_and_keeps_views) {
     EXPECT(once, "a block was given back twice (the reshape's view and the tensor it shares)");
     tape_reset();
     x->grad = w->grad = NULL;
+}
+
+/* the host's zero, shared among the threads from 256 KiB on: every byte of the block, at any size
+ * and alignment, and none past it */
+TEST(host_zero_clears_exactly_the_block) {
+    static const size_t sizes[] = {1, 4096, (256u << 10) - 1, 256u << 10, (256u << 10) + 13, (3u << 20) + 7};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (size_t offset = 0; offset < 2; offset++) {
+            size_t n = sizes[i];
+            unsigned char *block = xmalloc(n + 2 + 64);
+            unsigned char *p = block + 1 + offset * 3; /* unaligned; a guard byte either side */
+            memset(block, 0xab, n + 2 + 64);
+            host_memory.zero(p, n);
+            size_t nonzero = 0;
+            for (size_t j = 0; j < n; j++) nonzero += p[j] != 0;
+            EXPECT(nonzero == 0 && p[-1] == 0xab && p[n] == 0xab, "%zu bytes at +%zu: %zu left, guards 0x%02x 0x%02x", n,
+                   1 + offset * 3, nonzero, p[-1], p[n]);
+            free(block);
+        }
 }
 
 TEST(rng_streams_are_reproducible_and_independent) {

@@ -5,6 +5,7 @@
 
 #include "arena.h"
 #include "check.h"
+#include "threads.h"
 
 static void *host_alloc(size_t bytes) {
     void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -12,7 +13,23 @@ static void *host_alloc(size_t bytes) {
     __atomic_fetch_add(&vitc_heap_allocs, 1, __ATOMIC_RELAXED);
     return p;
 }
-static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
+/* from this size on every thread zeroes its share: the reverse pass zeroes each gradient as it
+ * first asks for it, and one thread's memset of the large ones kept the others waiting */
+#define ZERO_SHARED_BYTES ((size_t)256 << 10)
+
+static void host_zero(void *p, size_t bytes) {
+    if (bytes < ZERO_SHARED_BYTES || vitc_in_parallel()) {
+        memset(p, 0, bytes);
+        return;
+    }
+#pragma omp parallel
+    {
+        size_t lines = (bytes + 63) / 64, t = (size_t)vitc_thread_id(), team = (size_t)vitc_team_size();
+        size_t lo = lines * t / team * 64, hi = lines * (t + 1) / team * 64;
+        if (hi > bytes) hi = bytes;
+        if (hi > lo) memset((char *)p + lo, 0, hi - lo);
+    }
+}
 static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
 const memory_ops host_memory = {DEV_CPU, "cpu", host_alloc, free, host_zero, host_copy, host_copy, host_copy};
