@@ -1,6 +1,8 @@
 /* bench: times one model's training step (forward + backward + AdamW) or inference at a batch size,
  * synthetic input, warm-up then the median of several runs; prints one JSON line with img/s and the
- * peak RSS. tools/bench.sh runs it next to the PyTorch reference in the same invocation.
+ * peak RSS (training: also kept_mib, the data arena in use when the forward ends: the activations
+ * the tape keeps for the backward). tools/bench.sh runs it next to the PyTorch reference in the same
+ * invocation.
  * --precision bf16 runs the GEMMs in bf16 (core/precision.h); --device cuda runs the step on the GPU
  * (the batch uploaded each step, as train does).
  * bench --sgemm M,K,N times bare cblas_sgemm instead (gemm_bf16 under --precision bf16): the
@@ -171,7 +173,7 @@ int main(int argc, char **argv) {
     tape_set_grad_enabled(train);
     sgemm_ref g = {0};
     if (sgemm && !sgemm_ref_init(&g, sgemm)) return 2;
-    double *t = malloc(sizeof(double) * (size_t)iters);
+    double *t = malloc(sizeof(double) * (size_t)iters), kept_bytes = 0;
     double *ts = malloc(sizeof(double) * (size_t)iters * SGEMM_CALLS_PER_STEP);
     for (int it = -2; it < iters; it++) { /* two warm-up runs */
         for (int k = 0; sgemm && k < SGEMM_CALLS_PER_STEP; k++) {
@@ -183,6 +185,7 @@ int main(int argc, char **argv) {
         x = tensor_wrap((float *)images, 4, (int[]){batch, mc.img_size, mc.img_size, mc.in_chans});
         forward_opts fo = {.train = train, .rng = &r};
         tensor *logits = model_forward(m, x, &fo);
+        kept_bytes = (double)vitc_data_arena()->used;
         if (train) {
             params_zero_grad(&m->ps);
             static const float one = 1.0f; /* the training step's backward, as train runs it */
@@ -228,6 +231,7 @@ int main(int argc, char **argv) {
                "\"gmacs\": %.4f",
                name, mode, global_batch, mc.img_size, vitc_threads(), ranks, precision_name(vitc_precision()), t[iters / 2],
                global_batch / t[iters / 2], ru.ru_maxrss / 1024.0, model_macs(m) / 1e9);
+        if (train) printf(", \"kept_mib\": %.1f", kept_bytes / (1 << 20));
         if (sync)
             printf(", \"grad_bytes\": %lld, \"allreduce_wait_s\": %.6f, \"allreduce_alone_s\": %.6f",
                    (long long)m->ps.numel * 4, wait[iters / 2], comm[iters / 2]);

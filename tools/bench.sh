@@ -106,6 +106,7 @@ print(json.dumps({"model": sys.argv[1], "mode": mode, "precision": sys.argv[5],
                   "vitc_of_ceiling": round(v["img_s"] / ceiling, 3), "torch_of_ceiling": round(t["img_s"] / ceiling, 3),
                   "vitc_peak_rss_mib": v["peak_rss_mib"], "torch_peak_rss_mib": round(t["peak_rss_mib"], 1),
                   "rss_ratio": round(v["peak_rss_mib"] / t["peak_rss_mib"], 3),
+                  "vitc_kept_mib": v.get("kept_mib"),
                   "reference": t["reference"], "torch_version": t["torch_version"], "threads": int(sys.argv[4])}))
 PY
 )
