@@ -20,7 +20,7 @@ static attn_dims dims_of(const tensor *q, const tensor *k, int heads, float scal
 }
 
 /* t's values as floats: its data, or under bf16 (q, k, v kept as bf16) widened into scratch, which
- * done_floats gives back (in the reverse order of the calls) */
+ * done_floats gives back */
 static const float *floats_of(const tensor *t) {
     if (!t->bf16) return t->data;
     float *wide = scratch_floats((size_t)t->numel);
