@@ -2,7 +2,6 @@
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/memory.h"
-#include "../core/precision.h"
 #include "../core/tape.h"
 #include "../cpu/elementwise.h"
 #include "../cpu/matmul.h"
@@ -109,7 +108,7 @@ tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh,
     size_t numel = (size_t)x->numel;
     /* under bf16 the windows the tape keeps are bf16: only the products of the linear layers after
      * this op read them (op_reads_bf16), the backward reading x */
-    bool out_bf16 = tape_grad_enabled() && vitc_precision() == PRECISION_BF16;
+    bool out_bf16 = op_keeps_bf16();
     int shape[3] = {B * (H / wh) * (W / ww), wh * ww, C};
     tensor *out = out_bf16 ? tensor_new_bf16(3, shape) : tensor_new(3, shape);
     tensor *mean = TENSOR((int)M), *rstd = TENSOR((int)M);

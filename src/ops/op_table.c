@@ -1,5 +1,7 @@
 #include "op_table.h"
 
+#include "../core/precision.h"
+#include "../core/tape.h"
 #include "adaln.h"
 #include "backward.h"
 
@@ -51,3 +53,5 @@ const op_info op_table[OP_COUNT] = {
 };
 
 bool op_reads_bf16(int op) { return op == OP_RESIDUAL_LINEAR || op == OP_LINEAR || op == OP_ATTENTION; }
+
+bool op_keeps_bf16(void) { return tape_grad_enabled() && vitc_precision() == PRECISION_BF16; }

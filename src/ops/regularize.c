@@ -5,7 +5,6 @@
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/memory.h"
-#include "../core/precision.h"
 #include "../core/tape.h"
 #include "backend.h"
 #include "backward.h"
@@ -233,7 +232,7 @@ void op_residual_linear_split_backward(tape_node *n) {
 tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
                         tensor *w2, tensor *b2, float p, rng *r) {
     int C = res->shape[res->ndim - 1], H = w1->shape[0];
-    bool record = tape_grad_enabled(), keep_bf16 = record && vitc_precision() == PRECISION_BF16;
+    bool record = tape_grad_enabled(), keep_bf16 = op_keeps_bf16();
     if (C > MLP_CHUNKED_MAX_CHANNELS) {
         tensor *h = keep_bf16 ? op_layernorm_linear_bf16(res, ln_w, ln_b, eps, w1, b1)
                               : op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1);

@@ -2,7 +2,6 @@
  * Swin's cyclic shift fused in, relative-position-bias gather. */
 #include "../core/arena.h"
 #include "../core/check.h"
-#include "../core/precision.h"
 #include "../core/tape.h"
 #include "../cpu/spatial.h"
 #include "backend.h"
@@ -39,8 +38,7 @@ tensor *op_window_partition_channels(tensor *x, int c0, int channels, int wh, in
 }
 
 tensor *op_window_partition_channels_bf16(tensor *x, int c0, int channels, int wh, int ww, int shift) {
-    bool out_bf16 = tape_grad_enabled() && vitc_precision() == PRECISION_BF16;
-    return window_partition_channels(x, c0, channels, wh, ww, shift, out_bf16);
+    return window_partition_channels(x, c0, channels, wh, ww, shift, op_keeps_bf16());
 }
 
 tensor *op_window_partition(tensor *x, int wh, int ww, int shift) {
