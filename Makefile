@@ -97,9 +97,16 @@ ifeq ($(CUDA),1)
   endif
   # the stand-in for NCCL combines the ranks' data over MPI
   $(BUILD)/emu/tests/cuda/emu/nccl.o: EMU_FLAGS += -I$(MPI_INCLUDE)
+  # Headers with launches (.cuh) are rewritten beside the .cpp files, where their includes find them first.
+  EMU_LAUNCHES := sed -E 's/([A-Za-z_][A-Za-z_0-9]*(<[^<>]*>)?)<<<(.*)>>>\(/emu_launch(\1, \3)(/'
+  EMU_CUH      := $(patsubst %.cuh,$(BUILD)/emu/%.cuh,$(wildcard src/cuda/*.cuh))
+  $(BUILD)/emu/%.cuh: %.cuh Makefile
+	@mkdir -p $(dir $@)
+	{ echo '#line 1 "$<"'; $(EMU_LAUNCHES) $<; } > $@
+  $(EMU_OBJ): $(EMU_CUH)
   $(BUILD)/emu/%.o: %.cu Makefile
 	@mkdir -p $(dir $@)
-	{ echo '#line 1 "$<"'; sed -E 's/([A-Za-z_][A-Za-z_0-9]*)<<<(.*)>>>\(/emu_launch(\1, \2)(/' $<; } > $(@:.o=.cpp)
+	{ echo '#line 1 "$<"'; $(EMU_LAUNCHES) $<; } > $(@:.o=.cpp)
 	$(CXX) $(EMU_FLAGS) -c $(@:.o=.cpp) -o $@
   $(BUILD)/emu/%.o: %.cpp Makefile
 	@mkdir -p $(dir $@)

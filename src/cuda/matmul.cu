@@ -5,6 +5,7 @@
  * tf32 through cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32, bf16 through cublasGemmEx on
  * operands rounded to bf16 by a kernel into scratch of the data arena (as the CPU's gemm takes its
  * partial sums there), summed in fp32. */
+#include "column_sums.cuh"
 #include "common.cuh"
 #include "matmul.h"
 
@@ -158,19 +159,15 @@ extern "C" void cuda_linear_backward_bf16_input(float *dx, float *dw, float *db,
     if (db) cuda_add_column_sums(db, dout, M, N);
 }
 
-/* one thread per column walks the rows in order (coalesced across the threads of a warp) */
-static __global__ void add_column_sums_kernel(float *sums, const float *x, int64_t M, int N) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= N) return;
-    float s = 0;
-    for (int64_t i = 0; i < M; i++) s += x[i * N + j];
-    sums[j] += s;
-}
+/* x itself: its column sums */
+struct element_of {
+    const float *x;
+    int N;
+    __device__ void operator()(int64_t r, int j, float *s) const { s[0] += x[r * N + j]; }
+};
 
 extern "C" void cuda_add_column_sums(float *sums, const float *x, int64_t M, int N) {
-    if (N == 0) return;
-    add_column_sums_kernel<<<(N + 127) / 128, 128>>>(sums, x, M, N);
-    CUDA_LAUNCHED();
+    add_column_sums_of<1>({{sums}}, element_of{x, N}, M, N);
 }
 
 /* out = res + k (b + branch) with k the row's sample factor (keep NULL: 1); res, b, branch may be

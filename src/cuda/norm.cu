@@ -1,7 +1,8 @@
 /* Layernorm, L2 norm and softmax: one block per row, statistics in fp32 reduced over the block (the
- * CPU sums in another order, so results agree to rounding, not bit for bit); mean over a dim. Sums
- * over rows (weight gradients, the mean) run in one thread per column: no atomics, the same sums on
- * every run. */
+ * CPU sums in another order, so results agree to rounding, not bit for bit); mean over a dim. The
+ * weight gradients are column_sums.cuh's sums over the rows, the mean one thread per output: no
+ * atomics, the same sums on every run. */
+#include "column_sums.cuh"
 #include "common.cuh"
 #include "norm.h"
 
@@ -67,21 +68,16 @@ static __global__ void layernorm_backward_dx_kernel(float *dx, const float *dout
         d[j] += s * (g[j] * w[j] - mean_g - (xr[j] - m) * s * mean_gx);
 }
 
-/* dw[j] += sum_r g x̂, db[j] += sum_r g: one thread per column walks the rows in order */
-static __global__ void layernorm_backward_dwb_kernel(float *dw, float *db, const float *dout,
-                                                     const float *x, const float *mean,
-                                                     const float *rstd, int64_t M, int C) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= C) return;
-    float sw = 0, sb = 0;
-    for (int64_t r = 0; r < M; r++) {
-        float g = dout[r * C + j];
-        sw += g * (x[r * C + j] - mean[r]) * rstd[r];
-        sb += g;
+/* (g x̂, g) of element (r, j): dw and db are their sums over the rows */
+struct layernorm_dwb_terms {
+    const float *dout, *x, *mean, *rstd;
+    int C;
+    __device__ void operator()(int64_t r, int j, float *s) const {
+        const float g = dout[r * C + j];
+        s[0] += g * (x[r * C + j] - mean[r]) * rstd[r];
+        s[1] += g;
     }
-    if (dw) dw[j] += sw;
-    if (db) db[j] += sb;
-}
+};
 
 extern "C" void cuda_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
                                         const float *x, const float *mean, const float *rstd,
@@ -92,8 +88,7 @@ extern "C" void cuda_layernorm_backward(float *dx, float *dw, float *db, const f
         CUDA_LAUNCHED();
     }
     if (dw || db) {
-        layernorm_backward_dwb_kernel<<<(C + 127) / 128, 128>>>(dw, db, dout, x, mean, rstd, M, C);
-        CUDA_LAUNCHED();
+        add_column_sums_of<2>({{dw, db}}, layernorm_dwb_terms{dout, x, mean, rstd, C}, M, C);
     }
 }
 

@@ -26,6 +26,7 @@
 #include "cuda/matmul.h"
 #include "cuda/norm.h"
 #include "cuda/train_step.h"
+#include "ops/backend.h"
 #include "ops/ops.h"
 #include "train/optim.h"
 #include "device_check.h"
@@ -54,6 +55,13 @@ static void compare(const char *what, const float *dev, const float *cpu, size_t
     printf("    %-14s max rel err %.2e\n", what, err);
     if (!(err <= DEVICE_TOL)) test_fail(__FILE__, __LINE__, "%s: max rel err %.2e above %.0e", what, err, DEVICE_TOL);
     free(got);
+}
+
+/* The CUDA kernels that sum over rows take scratch from the data arena, which is the device's only
+ * while the cuda backend is selected; the CPU references take theirs from the host's (cpu). */
+static void select_backend(const char *name) {
+    char err[512];
+    CHECK(backend_select_partial(name, err, sizeof(err)), "%s", err);
 }
 
 static void expect(bool cond, const char *what) {
@@ -87,13 +95,17 @@ TEST(cuda_kernel_layernorm) {
     cuda_to_device(dmean, mean, M);
     cuda_to_device(drstd, rstd, M);
     layernorm_backward(gx, gw, gb, g, x, mean, rstd, w, M, C);
+    select_backend("cuda");
     cuda_layernorm_backward(gx_, gw_, gb_, g_, dx_, dmean, drstd, dw_, M, C);
+    select_backend("cpu");
     compare("dx", gx_, gx, (size_t)M * C);
     compare("dw", gw_, gw, C);
     compare("db", gb_, gb, C);
     /* dw, db NULL: dx alone, accumulating onto the result above */
     layernorm_backward(gx, NULL, NULL, g, x, mean, rstd, w, M, C);
+    select_backend("cuda");
     cuda_layernorm_backward(gx_, NULL, NULL, g_, dx_, dmean, drstd, dw_, M, C);
+    select_backend("cpu");
     compare("dx (twice)", gx_, gx, (size_t)M * C);
     float *bufs[] = {x, w, b, out, mean, rstd, g, gx, gw, gb},
           *dbufs[] = {dx_, dw_, db_, dout_, dmean, drstd, g_, gx_, gw_, gb_};
@@ -177,6 +189,50 @@ TEST(cuda_kernel_gemm) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
+/* The sums over rows behind every bias and layernorm weight gradient, at row counts around the
+ * chunk sizes of column_sums.cuh (one chunk, a short last chunk, the cap of 128 chunks), against
+ * the CPU; and the same bits on a second run. */
+TEST(cuda_column_sums_add_every_row_once) {
+    REQUIRE_DEVICE();
+    rng_seed(&R, 7, RNG_TEST);
+    const int shapes[][2] = {{1, 1}, {63, 33}, {64, 32}, {65, 200}, {8193, 5}, {20011, 97}};
+    for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+        const int M = shapes[t][0], N = shapes[t][1];
+        float *x = host_randn((size_t)M * N, 1, 0), *sums = host_randn(N, 1, 0);
+        float *x_ = dev_from(x, (size_t)M * N), *first_ = dev_from(sums, N), *second_ = dev_from(sums, N);
+        add_column_sums(sums, x, M, N);
+        select_backend("cuda");
+        cuda_add_column_sums(first_, x_, M, N);
+        cuda_add_column_sums(second_, x_, M, N);
+        select_backend("cpu");
+        printf("    M %d, N %d:\n", M, N);
+        compare("sums", first_, sums, N);
+        float *first = xmalloc(sizeof(float) * N), *second = xmalloc(sizeof(float) * N);
+        cuda_to_host(first, first_, N);
+        cuda_to_host(second, second_, N);
+        expect(memcmp(first, second, sizeof(float) * N) == 0, "two runs give the same bits");
+        free(first), free(second), free(x), free(sums);
+        cuda_free(x_), cuda_free(first_), cuda_free(second_);
+    }
+
+    /* layernorm's dw alone (db NULL) over many chunks, with the CPU's statistics */
+    const int M = 9001, C = 40;
+    float *x = host_randn((size_t)M * C, 2, 0.5f), *w = host_randn(C, 1, 1), *b = host_randn(C, 1, 0);
+    float *out = xmalloc(sizeof(float) * M * C), *mean = xmalloc(sizeof(float) * M),
+          *rstd = xmalloc(sizeof(float) * M), *g = host_randn((size_t)M * C, 1, 0),
+          *gw = host_randn(C, 1, 0);
+    layernorm_forward(out, mean, rstd, x, w, b, M, C, 1e-5f);
+    float *x_ = dev_from(x, (size_t)M * C), *w_ = dev_from(w, C), *g_ = dev_from(g, (size_t)M * C),
+          *gw_ = dev_from(gw, C), *mean_ = dev_from(mean, M), *rstd_ = dev_from(rstd, M);
+    layernorm_backward(NULL, gw, NULL, g, x, mean, rstd, w, M, C);
+    select_backend("cuda");
+    cuda_layernorm_backward(NULL, gw_, NULL, g_, x_, mean_, rstd_, w_, M, C);
+    select_backend("cpu");
+    compare("layernorm dw", gw_, gw, C);
+    free(x), free(w), free(b), free(out), free(mean), free(rstd), free(g), free(gw);
+    cuda_free(x_), cuda_free(w_), cuda_free(g_), cuda_free(gw_), cuda_free(mean_), cuda_free(rstd_);
+}
+
 TEST(cuda_kernel_linear) {
     REQUIRE_DEVICE();
     rng_seed(&R, 42, RNG_TEST);
@@ -197,7 +253,9 @@ TEST(cuda_kernel_linear) {
     cuda_linear_forward(out_, x_, w_, NULL, M, K, N);
     compare("out (no bias)", out_, out, (size_t)M * N);
     linear_backward(gx, gw, gb, g, x, w, M, K, N);
+    select_backend("cuda");
     cuda_linear_backward(gx_, gw_, gb_, g_, x_, w_, M, K, N);
+    select_backend("cpu");
     compare("dx", gx_, gx, (size_t)M * K);
     compare("dw", gw_, gw, (size_t)N * K);
     compare("db", gb_, gb, N);
