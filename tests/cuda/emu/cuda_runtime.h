@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <functional>
+#include <type_traits>
 
 #define __global__
 #define __device__
@@ -32,10 +33,21 @@ void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn);
  * returned while others wait at a barrier is an error (undefined on a GPU). */
 void __syncthreads(void);
 
+/* Stops the run, as CHECK does, when a kernel's pointer argument number `index` is neither NULL nor
+ * inside a device allocation: host memory given to a kernel is an illegal address on a GPU, which
+ * the emulated kernel would read or write unnoticed. Pointers inside struct arguments are not seen. */
+void emu_check_device_pointer(const void *p, int index);
+template <typename A> inline void emu_check_argument(const A &a, int index) {
+    if constexpr (std::is_pointer<A>::value)
+        if (a) emu_check_device_pointer((const void *)a, index);
+}
+
 template <typename... P> struct emu_launcher {
     void (*kernel)(P...);
     dim3 grid, block;
     template <typename... A> void operator()(A... args) const {
+        int index = 0;
+        (emu_check_argument(args, index++), ...);
         void (*k)(P...) = kernel;
         emu_run(grid, block, [=]() { k(args...); });
     }

@@ -40,6 +40,17 @@ struct device_window {
     }
 };
 
+void emu_check_device_pointer(const void *p, int index) {
+    const char *c = (const char *)p;
+    auto a = allocations.upper_bound(const_cast<void *>(p));
+    bool inside = false;
+    if (a != allocations.begin()) {
+        --a; /* the allocation whose data starts at or before p; one past its end still counts */
+        inside = c >= (const char *)a->first && c <= a->second.base + a->second.len;
+    }
+    CHECK(inside, "emu: argument %d of a kernel (%p) is not device memory (a GPU faults on it)", index, p);
+}
+
 /* ---- kernel launches ---- */
 
 enum { FIBER_STACK = 64 << 10, MAX_THREADS = 1024 };
