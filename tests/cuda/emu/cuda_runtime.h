@@ -33,13 +33,13 @@ void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn);
  * returned while others wait at a barrier is an error (undefined on a GPU). */
 void __syncthreads(void);
 
-/* Stops the run, as CHECK does, when a kernel's pointer argument number `index` is neither NULL nor
- * inside a device allocation: host memory given to a kernel is an illegal address on a GPU, which
- * the emulated kernel would read or write unnoticed. Pointers inside struct arguments are not seen. */
-void emu_check_device_pointer(const void *p, int index);
+/* Stops the run, as CHECK does, when pointer argument number `index` of `call` (a kernel, a cuBLAS
+ * function) is neither NULL nor inside a device allocation: host memory given to the device is an
+ * illegal address on a GPU, which the emulation would read or write unnoticed. Pointers inside
+ * struct arguments are not seen. */
+void emu_check_device_pointer(const void *p, const char *call, int index);
 template <typename A> inline void emu_check_argument(const A &a, int index) {
-    if constexpr (std::is_pointer<A>::value)
-        if (a) emu_check_device_pointer((const void *)a, index);
+    if constexpr (std::is_pointer<A>::value) emu_check_device_pointer((const void *)a, "a kernel", index);
 }
 
 template <typename... P> struct emu_launcher {

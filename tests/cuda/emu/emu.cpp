@@ -40,7 +40,8 @@ struct device_window {
     }
 };
 
-void emu_check_device_pointer(const void *p, int index) {
+void emu_check_device_pointer(const void *p, const char *call, int index) {
+    if (!p) return;
     const char *c = (const char *)p;
     auto a = allocations.upper_bound(const_cast<void *>(p));
     bool inside = false;
@@ -48,7 +49,7 @@ void emu_check_device_pointer(const void *p, int index) {
         --a; /* the allocation whose data starts at or before p; one past its end still counts */
         inside = c >= (const char *)a->first && c <= a->second.base + a->second.len;
     }
-    CHECK(inside, "emu: argument %d of a kernel (%p) is not device memory (a GPU faults on it)", index, p);
+    CHECK(inside, "emu: argument %d of %s (%p) is not device memory (a GPU faults on it)", index, call, p);
 }
 
 /* ---- kernel launches ---- */
@@ -359,6 +360,8 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
     if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (rows_a > 1 ? rows_a : 1) ||
         ldb < (rows_b > 1 ? rows_b : 1) || ldc < (m > 1 ? m : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
+    emu_check_device_pointer(A, __func__, 7), emu_check_device_pointer(B, __func__, 10);
+    emu_check_device_pointer(C, __func__, 15);
     for (int s = 0; s < batch; s++) {
         const float *a = A + s * sa, *b = B + s * sb;
         float *c = C + s * sc;
@@ -417,6 +420,8 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
     if (!types || algo != CUBLAS_GEMM_DEFAULT || m < 0 || n < 0 || k < 0 || batch < 0 ||
         lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) || ldc < (m > 1 ? m : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
+    emu_check_device_pointer(A, __func__, 7), emu_check_device_pointer(B, __func__, 11);
+    emu_check_device_pointer(C, __func__, 16);
     const float al = *(const float *)alpha, be = *(const float *)beta;
     for (int s = 0; s < batch; s++) {
         float *c = (float *)C + s * sc;
