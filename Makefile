@@ -97,7 +97,8 @@ ifeq ($(CUDA),1)
   endif
   # the stand-in for NCCL combines the ranks' data over MPI
   $(BUILD)/emu/tests/cuda/emu/nccl.o: EMU_FLAGS += -I$(MPI_INCLUDE)
-  # Headers with launches (.cuh) are rewritten beside the .cpp files, where their includes find them first.
+  # Headers with launches (.cuh) are rewritten too, beside the .cpp files: their includes look
+  # there first.
   EMU_LAUNCHES := sed -E 's/([A-Za-z_][A-Za-z_0-9]*(<[^<>]*>)?)<<<(.*)>>>\(/emu_launch(\1, \3)(/'
   EMU_CUH      := $(patsubst %.cuh,$(BUILD)/emu/%.cuh,$(wildcard src/cuda/*.cuh))
   $(BUILD)/emu/%.cuh: %.cuh Makefile

@@ -39,7 +39,8 @@ void __syncthreads(void);
  * struct arguments are not seen. */
 void emu_check_device_pointer(const void *p, const char *call, int index);
 template <typename A> inline void emu_check_argument(const A &a, int index) {
-    if constexpr (std::is_pointer<A>::value) emu_check_device_pointer((const void *)a, "a kernel", index);
+    if constexpr (std::is_pointer<A>::value)
+        emu_check_device_pointer((const void *)a, "a kernel", index);
 }
 
 template <typename... P> struct emu_launcher {

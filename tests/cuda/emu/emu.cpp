@@ -49,7 +49,8 @@ void emu_check_device_pointer(const void *p, const char *call, int index) {
         --a; /* the allocation whose data starts at or before p; one past its end still counts */
         inside = c >= (const char *)a->first && c <= a->second.base + a->second.len;
     }
-    CHECK(inside, "emu: argument %d of %s (%p) is not device memory (a GPU faults on it)", index, call, p);
+    CHECK(inside, "emu: argument %d of %s (%p) is not device memory (a GPU faults on it)", index,
+          call, p);
 }
 
 /* ---- kernel launches ---- */
