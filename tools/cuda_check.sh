@@ -65,9 +65,17 @@ fi
 
 # ---- 2. tests ----
 echo "== $bin"
-"$bin" "$@" | tee "$log/tests"
+"$bin" "$@" 2>&1 | tee "$log/tests"
 [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-counts() { echo "$(grep -c '^ok ' "$1") passed, $(grep -c '^FAIL ' "$1") failed, $(grep -c '^SKIP ' "$1") skipped"; }
+# the counts of a test log; a run that ended before its summary line (a CUDA error ends the
+# process) says so, with its last error line
+counts() {
+    local c
+    c="$(grep -c '^ok ' "$1") passed, $(grep -c '^FAIL ' "$1") failed, $(grep -c '^SKIP ' "$1") skipped"
+    grep -qE '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$1" ||
+        c="$c, then the run ended: $(grep '^error' "$1" | tail -1)"
+    echo "$c"
+}
 on_device=$(counts "$log/tests")
 
 # the device-selection test says whether there is a GPU: without one it shows the refusal
@@ -78,7 +86,7 @@ if grep -q 'no CUDA device' "$log/probe"; then
     emulated="not built"
     if [ -x "$emu" ]; then
         echo "== $emu (CPU emulation of CUDA, not a GPU)"
-        "$emu" "$@" | tee "$log/emu"
+        "$emu" "$@" 2>&1 | tee "$log/emu"
         emu_rc=${PIPESTATUS[0]}
         emulated=$(counts "$log/emu")
         [ "$emu_rc" = 0 ] || { emulated="$emulated, exit $emu_rc"; rc=1; }
