@@ -23,8 +23,8 @@ const char *cuda_test_missing_kernels(void) {
     return backend_missing_kernels(&cuda_kernels, names, sizeof(names)) ? names : NULL;
 }
 
-static void select_device(const char *name) {
-    char err[512];
+void cuda_test_select(const char *name) {
+    char err[1536];
     CHECK(backend_select_partial(name, err, sizeof(err)), "%s", err);
 }
 
@@ -46,7 +46,7 @@ static float *host_copy(const float *p, int64_t n) {
 
 double device_check(const char *name, device_check_fn f, const void *ctx, int n_in, tensor **inputs) {
     printf("    %s:\n", name);
-    select_device("cpu");
+    cuda_test_select("cpu");
     tape_set_grad_enabled(true);
     tape_reset();
     bool any_grad = false;
@@ -70,7 +70,7 @@ double device_check(const char *name, device_check_fn f, const void *ctx, int n_
     }
     tape_reset();
 
-    select_device("cuda");
+    cuda_test_select("cuda");
     tensor *dev[TAPE_MAX_INPUTS * 4] = {0};
     for (int i = 0; i < n_in; i++) {
         if (!inputs[i]) continue;
@@ -101,7 +101,7 @@ double device_check(const char *name, device_check_fn f, const void *ctx, int n_
         }
     }
     tape_reset();
-    select_device("cpu");
+    cuda_test_select("cpu");
     free(out_cpu);
     free(seed);
     return worst;

@@ -11,6 +11,10 @@ bool cuda_test_device(void);
         if (!cuda_test_device()) SKIP("no CUDA device");                                           \
     } while (0)
 
+/* Selects backend `name` ("cuda" or "cpu"), a table that lacks kernels allowed; dies if it cannot.
+ * Kernels take scratch from the data arena, which is the device's only while "cuda" is selected. */
+void cuda_test_select(const char *name);
+
 /* The kernels the CUDA table lacks, comma-separated (NULL when it has them all). */
 const char *cuda_test_missing_kernels(void);
 /* Skips a test that runs whole models on the device (they may call any kernel) while the table lacks

@@ -11,11 +11,6 @@
 #include "device_check.h"
 #include "ops/backend.h"
 
-static void select_device(const char *name) {
-    char err[1536];
-    CHECK(backend_select_partial(name, err, sizeof(err)), "%s", err);
-}
-
 static model *tiny_model(const char *name) {
     char path[128];
     snprintf(path, sizeof(path), "configs/tiny/%s.json", name);
@@ -54,7 +49,7 @@ static void logits_of(model *m, tensor *x, bool grad, float *out) {
 
 TEST(cuda_agent_biases_for_inference_follow_their_parameters) {
     REQUIRE_DEVICE();
-    select_device("cuda");
+    cuda_test_select("cuda");
     model *m = tiny_model("deit_agent");
     tensor *x = image(&m->cfg);
     float with_grad[5], without[5], again[5], changed[5], changed_with_grad[5];
@@ -78,7 +73,7 @@ TEST(cuda_agent_biases_for_inference_follow_their_parameters) {
            "the biases were not rebuilt after an_bias changed: %g vs %g", changed[0], changed_with_grad[0]);
     model_free(m);
     arena_reset(&vitc_arena);
-    select_device("cpu");
+    cuda_test_select("cpu");
 }
 
 /* the probe of block `block` of the tiny model on the selected device */
@@ -102,11 +97,11 @@ TEST(cuda_attn_map_matches_the_cpu) {
     const char *models[] = {"deit_agent", "swin_native", "pvt_flatten", "cswin_elfatt"};
     for (int i = 0; i < 4; i++)
         for (int block = 0; block < 2; block++) {
-            select_device("cpu");
+            cuda_test_select("cpu");
             attn_probe cpu = probe_block(models[i], block);
-            select_device("cuda");
+            cuda_test_select("cuda");
             attn_probe dev = probe_block(models[i], block);
-            select_device("cpu");
+            cuda_test_select("cpu");
             int n = cpu.map_h * cpu.map_w;
             EXPECT(cpu.row && dev.row && dev.map_h == cpu.map_h && dev.map_w == cpu.map_w && dev.hits == cpu.hits,
                    "%s block %d: maps %dx%d (%d hits) on the device, %dx%d (%d) on the CPU", models[i], block,
@@ -150,11 +145,11 @@ TEST(cuda_jsd_redundancy_matches_the_cpu) {
     REQUIRE_DEVICE();
     double sum_cpu[4] = {0}, sum_dev[4] = {0};
     int count_cpu[4] = {0}, count_dev[4] = {0};
-    select_device("cpu");
+    cuda_test_select("cpu");
     redundancy(sum_cpu, count_cpu);
-    select_device("cuda");
+    cuda_test_select("cuda");
     redundancy(sum_dev, count_dev);
-    select_device("cpu");
+    cuda_test_select("cpu");
     for (int h = 2; h < 4; h++)
         EXPECT(count_dev[h] == 2 && count_cpu[h] == 2 && sum_dev[h] == sum_cpu[h] && sum_cpu[h] > 0,
                "head %d: %.9f over %d sequences on the device, %.9f over %d on the CPU", h - 2, sum_dev[h],

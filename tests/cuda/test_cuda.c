@@ -26,7 +26,6 @@
 #include "cuda/matmul.h"
 #include "cuda/norm.h"
 #include "cuda/train_step.h"
-#include "ops/backend.h"
 #include "ops/ops.h"
 #include "train/optim.h"
 #include "device_check.h"
@@ -55,13 +54,6 @@ static void compare(const char *what, const float *dev, const float *cpu, size_t
     printf("    %-14s max rel err %.2e\n", what, err);
     if (!(err <= DEVICE_TOL)) test_fail(__FILE__, __LINE__, "%s: max rel err %.2e above %.0e", what, err, DEVICE_TOL);
     free(got);
-}
-
-/* The CUDA kernels that sum over rows take scratch from the data arena, which is the device's only
- * while the cuda backend is selected; the CPU references take theirs from the host's (cpu). */
-static void select_backend(const char *name) {
-    char err[512];
-    CHECK(backend_select_partial(name, err, sizeof(err)), "%s", err);
 }
 
 static void expect(bool cond, const char *what) {
@@ -95,17 +87,17 @@ TEST(cuda_kernel_layernorm) {
     cuda_to_device(dmean, mean, M);
     cuda_to_device(drstd, rstd, M);
     layernorm_backward(gx, gw, gb, g, x, mean, rstd, w, M, C);
-    select_backend("cuda");
+    cuda_test_select("cuda");
     cuda_layernorm_backward(gx_, gw_, gb_, g_, dx_, dmean, drstd, dw_, M, C);
-    select_backend("cpu");
+    cuda_test_select("cpu");
     compare("dx", gx_, gx, (size_t)M * C);
     compare("dw", gw_, gw, C);
     compare("db", gb_, gb, C);
     /* dw, db NULL: dx alone, accumulating onto the result above */
     layernorm_backward(gx, NULL, NULL, g, x, mean, rstd, w, M, C);
-    select_backend("cuda");
+    cuda_test_select("cuda");
     cuda_layernorm_backward(gx_, NULL, NULL, g_, dx_, dmean, drstd, dw_, M, C);
-    select_backend("cpu");
+    cuda_test_select("cpu");
     compare("dx (twice)", gx_, gx, (size_t)M * C);
     float *bufs[] = {x, w, b, out, mean, rstd, g, gx, gw, gb},
           *dbufs[] = {dx_, dw_, db_, dout_, dmean, drstd, g_, gx_, gw_, gb_};
@@ -201,10 +193,10 @@ TEST(cuda_column_sums_add_every_row_once) {
         float *x = host_randn((size_t)M * N, 1, 0), *sums = host_randn(N, 1, 0);
         float *x_ = dev_from(x, (size_t)M * N), *first_ = dev_from(sums, N), *second_ = dev_from(sums, N);
         add_column_sums(sums, x, M, N);
-        select_backend("cuda");
+        cuda_test_select("cuda");
         cuda_add_column_sums(first_, x_, M, N);
         cuda_add_column_sums(second_, x_, M, N);
-        select_backend("cpu");
+        cuda_test_select("cpu");
         printf("    M %d, N %d:\n", M, N);
         compare("sums", first_, sums, N);
         float *first = xmalloc(sizeof(float) * N), *second = xmalloc(sizeof(float) * N);
@@ -225,9 +217,9 @@ TEST(cuda_column_sums_add_every_row_once) {
     float *x_ = dev_from(x, (size_t)M * C), *w_ = dev_from(w, C), *g_ = dev_from(g, (size_t)M * C),
           *gw_ = dev_from(gw, C), *mean_ = dev_from(mean, M), *rstd_ = dev_from(rstd, M);
     layernorm_backward(NULL, gw, NULL, g, x, mean, rstd, w, M, C);
-    select_backend("cuda");
+    cuda_test_select("cuda");
     cuda_layernorm_backward(NULL, gw_, NULL, g_, x_, mean_, rstd_, w_, M, C);
-    select_backend("cpu");
+    cuda_test_select("cpu");
     compare("layernorm dw", gw_, gw, C);
     free(x), free(w), free(b), free(out), free(mean), free(rstd), free(g), free(gw);
     cuda_free(x_), cuda_free(w_), cuda_free(g_), cuda_free(gw_), cuda_free(mean_), cuda_free(rstd_);
@@ -253,9 +245,9 @@ TEST(cuda_kernel_linear) {
     cuda_linear_forward(out_, x_, w_, NULL, M, K, N);
     compare("out (no bias)", out_, out, (size_t)M * N);
     linear_backward(gx, gw, gb, g, x, w, M, K, N);
-    select_backend("cuda");
+    cuda_test_select("cuda");
     cuda_linear_backward(gx_, gw_, gb_, g_, x_, w_, M, K, N);
-    select_backend("cpu");
+    cuda_test_select("cpu");
     compare("dx", gx_, gx, (size_t)M * K);
     compare("dw", gw_, gw, (size_t)N * K);
     compare("db", gb_, gb, N);

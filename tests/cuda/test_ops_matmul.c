@@ -10,7 +10,6 @@
 #include "cuda/bf16_store.h"
 #include "cuda/matmul.h"
 #include "device_check.h"
-#include "ops/backend.h"
 #include "ops/ops.h"
 
 /* what a bf16 or tf32 product may differ from fp32 by, relative to the largest output */
@@ -66,11 +65,6 @@ TEST(cuda_op_matmul) {
 
 /* ---- precisions ---- */
 
-static void select_device(const char *name) {
-    char err[512];
-    CHECK(backend_select_partial(name, err, sizeof(err)), "%s", err);
-}
-
 static void set_precision(precision p) {
     const char *why = "";
     CHECK(vitc_set_precision(p, &why), "%s", why);
@@ -84,7 +78,7 @@ TEST(cuda_op_tf32_follows_fp32) {
     matmul_ctx c = {false, true, 0.5f};
     tensor *qa = LEAF(&r, 1.0f, 3, 37, 64), *kb = LEAF(&r, 1.0f, 3, 41, 64);
     /* the device runs its GEMMs in tf32 (set while it is selected), the CPU in fp32 */
-    select_device("cuda");
+    cuda_test_select("cuda");
     set_precision(PRECISION_TF32);
     double err = DEVICE_CHECK(linear, NULL, x, w, b), err_mm = DEVICE_CHECK(matmul, &c, qa, kb);
     set_precision(PRECISION_FP32);
@@ -125,7 +119,7 @@ TEST(cuda_gemm_bf16_multiplies_rounded_operands) {
     float *exact = malloc(sizeof(float) * nc), *rounded = malloc(sizeof(float) * nc), *got = malloc(sizeof(float) * nc);
     for (size_t i = 0; i < na; i++) A[i] = rng_normal(&r), B[i] = rng_normal(&r);
     for (size_t i = 0; i < nc; i++) C0[i] = rng_normal(&r);
-    select_device("cuda");
+    cuda_test_select("cuda");
     /* the CPU's bf16 needs AVX512_BF16; the device's does not */
     set_precision(PRECISION_BF16);
     float *A_ = device_copy(A, na), *B_ = device_copy(B, nb), *C_ = device_copy(C0, nc);
@@ -156,7 +150,7 @@ TEST(cuda_gemm_bf16_multiplies_rounded_operands) {
     printf("    batch  max rel err %.2e (rounded operands)\n", e_batch);
     EXPECT(e_batch <= 1e-5, "batched: %.2e", e_batch);
     set_precision(PRECISION_FP32);
-    select_device("cpu");
+    cuda_test_select("cpu");
     float *bufs[] = {A, B, C0, exact, rounded, got, want, have};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
 }
@@ -177,7 +171,7 @@ TEST(cuda_bf16_store_rounds_as_the_cpu) {
         if (i % 16 == 3) u |= 0x7f800000u;
         memcpy(&x[i], &u, sizeof u);
     }
-    select_device("cuda");
+    cuda_test_select("cuda");
     float *x_ = device_copy(x, N), *back_ = tensor_new(1, (int[]){N})->data;
     uint16_t *h_ = tensor_bf16(tensor_new_bf16(1, (int[]){N}));
     cuda_bf16_store(h_, x_, N);
@@ -185,7 +179,7 @@ TEST(cuda_bf16_store_rounds_as_the_cpu) {
     vitc_memory()->to_host(h, h_, sizeof(h));
     vitc_memory()->to_host(kept, x_, sizeof(kept));
     vitc_memory()->to_host(back, back_, sizeof(back));
-    select_device("cpu");
+    cuda_test_select("cpu");
     int wrong = 0;
     for (int i = 0; i < N; i++) {
         float want = bf16_to_float(bf16_from_float(x[i]));
