@@ -1,6 +1,8 @@
-/* bf16 GEMM: rounding to bf16 (ties, NaN, inf, subnormals), the kernel bit for bit against a scalar
- * reference that sums in its documented order, and against the fp32 GEMM within the error bound of
- * bf16 operands; the CPU probe and its message. Kernel tests skip on a CPU without AVX512_BF16. */
+/* bf16 GEMM: rounding to bf16 (ties, NaN, inf, subnormals), the vdpbf16ps kernel bit for bit
+ * against a scalar reference that sums in its documented order, the AMX kernel (whose order within
+ * a chunk is the hardware's) bit for bit where every order gives the same sums, and both against the
+ * fp32 GEMM within the error bound of bf16 operands; the CPU probe and its message. Kernel tests skip
+ * on a CPU without AVX512_BF16, the AMX kernel's on one without AMX-BF16. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -113,6 +115,19 @@ TEST(bf16_cpu_probe_and_message) {
         if (!cpu_has_avx512_bf16()) SKIP("needs AVX512_BF16 (vdpbf16ps), which this CPU lacks");  \
     } while (0)
 
+/* AMX-BF16 here and in this build, whatever gemm_bf16_allow_amx says now */
+static bool amx_here(void) {
+    bool was = gemm_bf16_allow_amx(true), here = gemm_bf16_uses_amx();
+    gemm_bf16_allow_amx(was);
+    return here;
+}
+
+#define NEEDS_AMX()                                                                                \
+    do {                                                                                           \
+        NEEDS_BF16();                                                                              \
+        if (!amx_here()) SKIP("needs AMX-BF16 (tdpbf16ps), which this CPU or build lacks");       \
+    } while (0)
+
 static float *randn(rng *r, size_t n, float scale) {
     float *p = arena_alloc(&vitc_arena, n * sizeof(float));
     for (size_t i = 0; i < n; i++) p[i] = scale * rng_normal(r);
@@ -215,13 +230,23 @@ static const shape shapes[] = {{1, 1, 1},          {5, 7, 2},          {13, 37, 
                                {7, 5, 2 * KC + 1}, {31, 70, KC + 217}, {200, 33, 3},
                                {515, 41, KC + 1},  {6, 96, KC}};
 
-/* gemm_bf16 and gemm_bf16_packed against the reference, bit for bit, with strides past the rows */
+/* n small integers (-8..8) and halves of them: every sum of up to 2^16 of their products, in any
+ * order, is exact in fp32 */
+static float *small_integers(rng *r, size_t n) {
+    float *p = arena_alloc(&vitc_arena, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = (float)((int)(rng_uniform(r) * 17) - 8) * 0.5f;
+    return p;
+}
+
+/* gemm_bf16 and gemm_bf16_packed against the reference, bit for bit, with strides past the rows;
+ * with exact_sums, on operands whose sums every order gives alike (the AMX kernel's test) */
 static void check_exact(rng *r, bool ta, bool tb, shape s, float alpha, float beta, int threads,
-                        bool specials) {
+                        bool specials, bool exact_sums) {
     int lda = (ta ? s.M : s.K) + 3, ldb = (tb ? s.K : s.N) + 2, ldc = s.N + 1;
     size_t na = (size_t)(ta ? s.K : s.M) * lda, nb = (size_t)(tb ? s.N : s.K) * ldb,
            nc = (size_t)s.M * ldc;
-    float *A = randn(r, na, 1), *B = randn(r, nb, 1), *C0 = randn(r, nc, 1);
+    float *A = exact_sums ? small_integers(r, na) : randn(r, na, 1),
+          *B = exact_sums ? small_integers(r, nb) : randn(r, nb, 1), *C0 = randn(r, nc, 1);
     if (specials) { /* inf and NaN travel as in the reference; beta 0 never reads C's NaN */
         A[na / 2] = INFINITY, B[nb / 3] = NAN, A[0] = -INFINITY;
         if (beta == 0.0f) C0[nc / 2] = NAN;
@@ -250,30 +275,67 @@ static void check_exact(rng *r, bool ta, bool tb, shape s, float alpha, float be
         }
 }
 
-TEST(bf16_gemm_sums_in_the_documented_order) {
-    NEEDS_BF16();
+/* vdpbf16ps's kernel (gemm_bf16_allow_amx(false)) against the reference in its order, and the AMX
+ * kernel against it where the sums are exact: with its own order the packing, blocks, edges,
+ * alpha, beta and specials must still give the reference's bits */
+static void check_orders(uint64_t seed, bool amx) {
     rng r;
-    rng_seed(&r, 11, RNG_TEST);
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int t = 0; t < 4; t++) {
-            check_exact(&r, t & 1, t >> 1, shapes[i], 1.0f, 0.0f, 2, false);
-            if (test_failed()) return;
-        }
-}
-
-TEST(bf16_gemm_alpha_beta_threads_specials) {
-    NEEDS_BF16();
-    rng r;
-    rng_seed(&r, 12, RNG_TEST);
+    rng_seed(&r, seed, RNG_TEST);
+    bool was = gemm_bf16_allow_amx(amx);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !test_failed(); i++)
+        for (int t = 0; t < 4 && !test_failed(); t++)
+            check_exact(&r, t & 1, t >> 1, shapes[i], 1.0f, 0.0f, 2, false, amx);
     static const float ab[][2] = {{0.75f, 0.0f}, {1.0f, 1.0f}, {-1.5f, 0.5f}};
     static const shape few[] = {{13, 37, 21}, {515, 41, KC + 1}, {3, 4, 0}, {0, 5, 3}};
-    for (size_t i = 0; i < sizeof few / sizeof few[0]; i++)
-        for (int t = 0; t < 4; t++)
-            for (int v = 0; v < 3; v++)
-                for (int threads = 1; threads <= 2; threads++) {
-                    check_exact(&r, t & 1, t >> 1, few[i], ab[v][0], ab[v][1], threads, v == 0);
-                    if (test_failed()) return;
-                }
+    for (size_t i = 0; i < sizeof few / sizeof few[0] && !test_failed(); i++)
+        for (int t = 0; t < 4 && !test_failed(); t++)
+            for (int v = 0; v < 3 && !test_failed(); v++)
+                for (int threads = 1; threads <= 2 && !test_failed(); threads++)
+                    check_exact(&r, t & 1, t >> 1, few[i], ab[v][0], ab[v][1], threads, v == 0,
+                                amx);
+    gemm_bf16_allow_amx(was);
+}
+
+TEST(bf16_gemm_sums_in_the_documented_order) {
+    NEEDS_BF16();
+    check_orders(11, false);
+}
+
+TEST(bf16_gemm_amx_gives_the_reference_where_every_order_is_exact) {
+    NEEDS_AMX();
+    check_orders(12, true);
+}
+
+/* The AMX kernel's own sums, on random operands: the same bits on one thread and two (rows split,
+ * or panels) and from the packed operands */
+TEST(bf16_gemm_amx_same_bits_whatever_the_threads) {
+    NEEDS_AMX();
+    rng r;
+    rng_seed(&r, 15, RNG_TEST);
+    static const shape split[] = {{515, 41, KC + 1}, {40, 300, 2 * KC + 33}, {3152, 96, 64}};
+    for (size_t i = 0; i < sizeof split / sizeof split[0] && !test_failed(); i++)
+        for (int t = 0; t < 4 && !test_failed(); t++) {
+            bool ta = t & 1, tb = t >> 1;
+            shape s = split[i];
+            int lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N;
+            size_t nc = (size_t)s.M * s.N;
+            float *A = randn(&r, (size_t)s.M * s.K, 1), *B = randn(&r, (size_t)s.K * s.N, 1);
+            float *one = arena_alloc(&vitc_arena, nc * sizeof(float)),
+                  *two = arena_alloc(&vitc_arena, nc * sizeof(float)),
+                  *packed = arena_alloc(&vitc_arena, nc * sizeof(float));
+            gemm_bf16(ta, tb, s.M, s.N, s.K, 1.0f, A, lda, B, ldb, 0.0f, one, s.N, 1);
+            gemm_bf16(ta, tb, s.M, s.N, s.K, 1.0f, A, lda, B, ldb, 0.0f, two, s.N, 2);
+            bf16 *ap = arena_alloc(&vitc_arena, gemm_bf16_a_size(s.M, s.K) * sizeof(bf16)),
+                 *bp = arena_alloc(&vitc_arena, gemm_bf16_b_size(s.N, s.K) * sizeof(bf16));
+            gemm_bf16_pack_a(ap, ta, s.M, s.K, A, lda, 2);
+            gemm_bf16_pack_b(bp, tb, s.N, s.K, B, ldb, 2);
+            gemm_bf16_packed(s.M, s.N, s.K, 1.0f, ap, bp, 0.0f, packed, s.N, 2);
+            for (size_t o = 0; o < nc; o++)
+                EXPECT(same(one[o], two[o]) && same(one[o], packed[o]),
+                       "trans %d%d %dx%dx%d: C[%zu] = %a on 1 thread, %a on 2, %a packed", ta, tb,
+                       s.M, s.N, s.K, o, one[o], two[o], packed[o]);
+        }
+    arena_reset(&vitc_arena);
 }
 
 /* gemm_bf16_bias is bit for bit C preset to the bias's rows with beta 1, the linear layer's
@@ -308,12 +370,12 @@ TEST(bf16_gemm_bias_epilogue_is_the_preset_bias) {
 /* Each operand's rounding errs by at most u = 2^-8 relative, so a product of two by 2u + u^2; fp32
  * sums of K terms add at most K 2^-24 of the sum of |products| (both for the kernel and the fp32
  * GEMM). Per element: |bf16 - fp32| <= |alpha| (2u + u^2 + 2 K 2^-24) sum |a b| + 2^-23 |C|. */
-TEST(bf16_gemm_within_bf16_error_of_fp32) {
-    NEEDS_BF16();
+static void check_within_bf16_error(bool amx) {
     rng r;
     rng_seed(&r, 13, RNG_TEST);
     const float alpha = 0.5f, beta = 1.0f, u = 1.0f / 256;
     const shape s = {97, 75, 1001};
+    bool was = gemm_bf16_allow_amx(amx);
     for (int t = 0; t < 4; t++) {
         bool ta = t & 1, tb = t >> 1;
         int lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N;
@@ -336,16 +398,27 @@ TEST(bf16_gemm_within_bf16_error_of_fp32) {
                 double err = fabs((double)C[o] - ref[o]),
                        bound = fabs(alpha) * (2 * u + u * u + 2 * s.K * 0x1p-24) * abs_sum +
                                0x1p-23 * fabs(c0[o]);
-                EXPECT(err <= bound, "trans %d%d C[%d][%d]: bf16 %g fp32 %g, bound %g", ta, tb, i,
-                       j, C[o], ref[o], bound);
+                EXPECT(err <= bound, "%s trans %d%d C[%d][%d]: bf16 %g fp32 %g, bound %g",
+                       amx ? "amx" : "vdpbf16ps", ta, tb, i, j, C[o], ref[o], bound);
                 worst = fmax(worst, err / bound), rms += err * err, scale += ref[o] * ref[o];
             }
         /* independent roundings: typical errors are far below the worst case, about u / sqrt(3)
          * of each product's size summed in quadrature */
         EXPECT(sqrt(rms / scale) < 0.01,
-               "trans %d%d: relative rms error %g (worst %.2f of the bound)", ta, tb,
-               sqrt(rms / scale), worst);
+               "%s trans %d%d: relative rms error %g (worst %.2f of the bound)",
+               amx ? "amx" : "vdpbf16ps", ta, tb, sqrt(rms / scale), worst);
     }
+    gemm_bf16_allow_amx(was);
+}
+
+TEST(bf16_gemm_within_bf16_error_of_fp32) {
+    NEEDS_BF16();
+    check_within_bf16_error(false);
+}
+
+TEST(bf16_gemm_amx_within_bf16_error_of_fp32) {
+    NEEDS_AMX();
+    check_within_bf16_error(true);
 }
 
 TEST(bf16_gemm_reads_subnormal_operands_as_zero) {

@@ -7,12 +7,30 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /* XCR0 through the instruction itself: the _xgetbv intrinsic would need -mxsave */
 static uint64_t xcr0(void) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (uint64_t)hi << 32 | lo;
+}
+
+/* The tile registers' 8 KiB of state are saved by the OS only for a process that asked for them
+ * (Linux 5.16's arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, feature 18; without it the first
+ * tile load faults), and only where XCR0 enables it (bits 17 and 18: XTILECFG, XTILEDATA). The
+ * permission covers every thread of the process. */
+static bool amx_permitted(void) {
+    if ((xcr0() & 0x60000) != 0x60000) return false;
+#ifdef __linux__
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+    return false;
+#endif
 }
 
 static void probe(cpu_features *f) {
@@ -36,7 +54,9 @@ static void probe(cpu_features *f) {
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
     unsigned max_subleaf = a;
     f->avx512f = b >> 16 & 1, f->avx512bw = b >> 30 & 1, f->avx512vl = b >> 31 & 1;
+    f->amx_bf16 = d >> 22 & 1, f->amx_tile = d >> 24 & 1;
     if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f->avx512_bf16 = a >> 5 & 1;
+    f->os_amx = f->amx_tile && f->os_avx512 && amx_permitted();
 }
 #else
 static void probe(cpu_features *f) { (void)f; }
@@ -53,6 +73,11 @@ const cpu_features *cpu_features_get(void) {
 }
 
 bool cpu_has_avx512_bf16(void) { return cpu_bf16_problem(cpu_features_get(), NULL, 0) == NULL; }
+
+bool cpu_has_amx_bf16(void) {
+    const cpu_features *f = cpu_features_get();
+    return cpu_has_avx512_bf16() && f->amx_bf16 && f->os_amx;
+}
 
 const char *cpu_bf16_problem(const cpu_features *f, char *buf, size_t n) {
     const char *missing = NULL;

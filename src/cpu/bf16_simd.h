@@ -7,6 +7,12 @@
 #if defined(__x86_64__) &&                                                                         \
     ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10))
 #define VITC_BF16_KERNELS 1
+/* AMX's intrinsics came with GCC 11 and Clang 12 */
+#if (defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11)
+#define VITC_AMX_KERNELS 1
+#else
+#define VITC_AMX_KERNELS 0
+#endif
 #include <immintrin.h>
 #include <stdint.h>
 

@@ -29,6 +29,15 @@ typedef uint16_t bf16;
 bf16 bf16_from_float(float x);
 float bf16_to_float(bf16 h); /* exact */
 
+/* Where the processor has AMX-BF16 (cpu_has_amx_bf16), the products run on its tiles instead:
+ * the same packing and blocks of K, and in each block the chunks of 32 of K (16 pairs) from its
+ * start, each a tdpbf16ps whose sum of the chunk's products follows the hardware's own order (not
+ * vdpbf16ps's, and not documented: tests hold it to bf16's error, the same bits whatever the thread
+ * count and entry point); the blocks meet C as above. gemm_bf16_allow_amx(false) keeps the
+ * vdpbf16ps kernel (tests of the order above, benchmarks of both); it returns the setting before. */
+bool gemm_bf16_allow_amx(bool allow);
+bool gemm_bf16_uses_amx(void); /* allowed, built and on this processor */
+
 /* packed operands, for one converted once and used by several products (weights within a step, or
  * a benchmark): A as M rows of K bf16 (one 0 more when K is odd: with K even, the plain row-major
  * bf16 matrix), B as panels of its columns */
