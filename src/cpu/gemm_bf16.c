@@ -6,6 +6,7 @@
 #include "../core/check.h"
 #include "../core/cpu_features.h"
 #include "../core/threads.h"
+#include "amx.h"
 #include "bf16_simd.h"
 
 bf16 bf16_from_float(float x) {
@@ -172,97 +173,21 @@ BF16_TARGET INLINE void tile(float *c, int ldc, const bf16 *a, int lda, const bf
 }
 
 #if VITC_AMX_KERNELS
-/* The AMX form of the register tile: 32 rows of C by a whole panel in four 16 x 16 fp32 tiles
- * (tmm0-3), A's rows as two tiles of 16 rows by 16 pairs (tmm4, 5) and the panel's halves as two of
- * 16 pairs by 16 columns (tmm6, 7): a packed panel's row of pairs is already the layout tdpbf16ps
- * reads, and a block of A the rows it reads. Every tile register is configured 16 rows of 64 bytes;
- * a chunk of fewer than 16 pairs, or fewer than 16 rows, is copied zero-padded into a full tile.
- * tdpbf16ps's own order within a chunk (a sum of 32 products per instruction) is the hardware's:
- * neither vdpbf16ps's order nor a documented one, so only this kernel gives these bits. */
-#define AMX_TARGET                                                                                 \
-    __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512bw,avx512vl")))
-#define AMX_TILE_ROWS 32
-
-typedef struct amx_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t bytes_per_row[16];
-    uint8_t rows[16];
-} amx_config;
-
-AMX_TARGET static void amx_configure(void) {
-    amx_config cfg = {.palette = 1};
-    for (int t = 0; t < 8; t++) cfg.bytes_per_row[t] = 64, cfg.rows[t] = 16;
-    _tile_loadconfig(&cfg);
-}
-
-/* 16 rows of A's pairs p0..p0 + pc (pc <= 16; rows from `rows` on, and pairs past pc, zero) */
-AMX_TARGET static void amx_a_edge(uint32_t out[16 * 16], const bf16 *a, int lda, int rows, int p0,
-                                  int pc) {
-    for (int r = 0; r < 16; r++)
-        _mm512_storeu_si512(out + 16 * r, r < rows ? _mm512_maskz_loadu_epi32(
-                                                         lanes(pc), a + (size_t)r * lda + 2 * p0)
-                                                   : _mm512_setzero_si512());
-}
-
-AMX_TARGET static void amx_tile(float *c, int ldc, const bf16 *a, int lda, const bf16 *bp,
-                                int pairs, int rows, int n, epilogue e) {
-    uint32_t a_edge[2][16 * 16] __attribute__((aligned(64)));
-    uint32_t b_edge[16 * PANEL] __attribute__((aligned(64)));
-    float sums[AMX_TILE_ROWS * PANEL] __attribute__((aligned(64)));
-    const int a_stride = lda * (int)sizeof(bf16), b_stride = 2 * PANEL * sizeof(bf16);
-    bool lower = rows > 16, right = n > 16;
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int p0 = 0; p0 < pairs; p0 += 16) {
-        int pc = min_int(16, pairs - p0);
-        const bf16 *b = bp + 2 * PANEL * p0;
-        if (pc < 16) {
-            memset(b_edge, 0, sizeof b_edge);
-            memcpy(b_edge, b, (size_t)pc * b_stride);
-            b = (const bf16 *)b_edge;
-        }
-        if (pc == 16 && rows >= 16) {
-            _tile_loadd(4, a + 2 * p0, a_stride);
-        } else {
-            amx_a_edge(a_edge[0], a, lda, rows, p0, pc);
-            _tile_loadd(4, a_edge[0], 64);
-        }
-        _tile_loadd(6, b, b_stride);
-        _tile_dpbf16ps(0, 4, 6);
-        if (right) {
-            _tile_loadd(7, b + 32, b_stride);
-            _tile_dpbf16ps(1, 4, 7);
-        }
-        if (!lower) continue;
-        const bf16 *a1 = a + (size_t)16 * lda;
-        if (pc == 16 && rows >= 32) {
-            _tile_loadd(5, a1 + 2 * p0, a_stride);
-        } else {
-            amx_a_edge(a_edge[1], a1, lda, rows - 16, p0, pc);
-            _tile_loadd(5, a_edge[1], 64);
-        }
-        _tile_dpbf16ps(2, 5, 6);
-        if (right) _tile_dpbf16ps(3, 5, 7);
-    }
-    const int c_stride = PANEL * sizeof(float);
-    _tile_stored(0, sums, c_stride);
-    _tile_stored(1, sums + 16, c_stride);
-    if (lower) {
-        _tile_stored(2, sums + 16 * PANEL, c_stride);
-        _tile_stored(3, sums + 16 * PANEL + 16, c_stride);
-    }
+/* tile on AMX (amx.h): 32 rows of C by a whole panel; a packed panel's rows of pairs are already
+ * the words amx_sums reads, and a block of A its rows (lda even) */
+BF16_TARGET static void amx_tile(float *c, int ldc, const bf16 *a, int lda, const bf16 *bp,
+                                 int pairs, int rows, int n, epilogue e) {
+    float sums[AMX_ROWS * AMX_COLS] __attribute__((aligned(64)));
+    amx_sums(sums, (const uint32_t *)a, (size_t)lda / 2, (const uint32_t *)bp, PANEL, pairs, rows,
+             n > 16 ? 32 : 16); /* the panel's columns past n are zeros */
     __mmask16 m0 = lanes(n), m1 = lanes(n - 16);
     for (int r = 0; r < rows; r++) {
         float *cr = c + (size_t)r * ldc;
-        const float *s = sums + r * PANEL;
+        const float *s = sums + r * AMX_COLS;
         _mm512_mask_storeu_ps(cr, m0, combine(_mm512_load_ps(s), cr, 0, m0, e));
-        _mm512_mask_storeu_ps(cr + 16, m1, combine(_mm512_load_ps(s + 16), cr + 16, 16, m1, e));
+        _mm512_mask_storeu_ps(cr + 16, m1, combine(_mm512_maskz_load_ps(m1, s + 16), cr + 16, 16, m1, e));
     }
 }
-
-AMX_TARGET static void amx_release(void) { _tile_release(); }
 #endif
 
 /* a block of an operand as it is stored: `rows` rows of `bytes`, row stride ld bytes */
@@ -311,16 +236,16 @@ BF16_TARGET static void panel_rows(float *c, int ldc, const bf16 *a, int lda, co
 
 #if VITC_AMX_KERNELS
 /* panel_rows on AMX tiles */
-AMX_TARGET static void amx_panel_rows(float *c, int ldc, const bf16 *a, int lda, const bf16 *bp,
+BF16_TARGET static void amx_panel_rows(float *c, int ldc, const bf16 *a, int lda, const bf16 *bp,
                                       int pairs, int rows, int n, epilogue e, region next_a,
                                       int a_part, int a_parts, region next_b) {
-    int tiles = (rows + AMX_TILE_ROWS - 1) / AMX_TILE_ROWS;
+    int tiles = (rows + AMX_ROWS - 1) / AMX_ROWS;
     for (int t = 0; t < tiles; t++) {
-        int i = t * AMX_TILE_ROWS;
+        int i = t * AMX_ROWS;
         prefetch_share(next_a, a_part + t, a_parts);
         prefetch_share(next_b, t, tiles);
         amx_tile(c + (size_t)i * ldc, ldc, a + (size_t)i * lda, lda, bp, pairs,
-                 min_int(AMX_TILE_ROWS, rows - i), n, e);
+                 min_int(AMX_ROWS, rows - i), n, e);
     }
 }
 #endif
@@ -377,7 +302,7 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
     int my_panels = (panels - p0 + step - 1) / step;
     int tile_rows = TILE_ROWS;
 #if VITC_AMX_KERNELS
-    if (g->amx) amx_configure(), tile_rows = AMX_TILE_ROWS;
+    if (g->amx) amx_begin(), tile_rows = AMX_ROWS;
 #endif
     for (int r0 = i0; r0 < i1; r0 += ROW_BLOCK) {
         int rows = min_int(ROW_BLOCK, i1 - r0), tiles = (rows + tile_rows - 1) / tile_rows;
@@ -415,7 +340,7 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
         }
     }
 #if VITC_AMX_KERNELS
-    if (g->amx) amx_release();
+    if (g->amx) amx_end();
 #endif
 }
 

@@ -1,0 +1,90 @@
+#include "amx.h"
+
+#include <string.h>
+
+#if defined(VITC_BF16_KERNELS) && VITC_AMX_KERNELS
+#define AMX_TARGET                                                                                 \
+    __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512bw,avx512vl")))
+
+/* the 64-byte operand of ldtilecfg (palette 1) */
+typedef struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t bytes_per_row[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* (GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes of the configuration, which then
+ * drops the stores of the rest: the whole struct is the asm's operand here) */
+AMX_TARGET void amx_begin(void) {
+    tile_config cfg = {.palette = 1};
+    for (int t = 0; t < 8; t++) cfg.bytes_per_row[t] = 64, cfg.rows[t] = 16;
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
+AMX_TARGET void amx_end(void) { _tile_release(); }
+
+/* 16 rows of a's words u0..u0 + n (n <= 16) into a full tile's worth, zero past n and from row
+ * `rows` on */
+AMX_TARGET static void edge_rows(uint32_t out[16 * 16], const uint32_t *a, size_t lda, int rows,
+                                 int u0, int n) {
+    for (int r = 0; r < 16; r++)
+        _mm512_storeu_si512(out + 16 * r, r < rows ? _mm512_maskz_loadu_epi32(lanes(n), a + r * lda + u0)
+                                                   : _mm512_setzero_si512());
+}
+
+/* Tiles: sums in tmm0-3 (rows 0-15 | 16-31 x columns 0-15 | 16-31), a's two row groups in tmm4
+ * and 5, b's two column groups in tmm6 and 7; a chunk of fewer than 16 words, or a row or column
+ * group cut short, is copied zero-padded into a full tile first. */
+AMX_TARGET void amx_sums(float *sums, const uint32_t *a, size_t lda, const uint32_t *b, size_t ldb,
+                         int words, int rows, int cols) {
+    uint32_t a_edge[16 * 16] __attribute__((aligned(64)));
+    uint32_t b_edge[2][16 * 16] __attribute__((aligned(64)));
+    const int a_stride = (int)(lda * sizeof(uint32_t)), b_stride = (int)(ldb * sizeof(uint32_t));
+    bool lower = rows > 16, right = cols > 16;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int u0 = 0; u0 < words; u0 += 16) {
+        int n = words - u0 < 16 ? words - u0 : 16;
+        const uint32_t *bu = b + u0 * ldb;
+        if (n == 16 && cols >= 16) {
+            _tile_loadd(6, bu, b_stride);
+        } else {
+            edge_rows(b_edge[0], bu, ldb, n, 0, cols);
+            _tile_loadd(6, b_edge[0], 64);
+        }
+        if (right) {
+            if (n == 16 && cols >= 32) {
+                _tile_loadd(7, bu + 16, b_stride);
+            } else {
+                edge_rows(b_edge[1], bu + 16, ldb, n, 0, cols - 16);
+                _tile_loadd(7, b_edge[1], 64);
+            }
+        }
+        if (n == 16 && rows >= 16) {
+            _tile_loadd(4, a + u0, a_stride);
+        } else {
+            edge_rows(a_edge, a, lda, rows, u0, n);
+            _tile_loadd(4, a_edge, 64);
+        }
+        _tile_dpbf16ps(0, 4, 6);
+        if (right) _tile_dpbf16ps(1, 4, 7);
+        if (!lower) continue;
+        if (n == 16 && rows >= 32) {
+            _tile_loadd(5, a + 16 * lda + u0, a_stride);
+        } else {
+            edge_rows(a_edge, a + 16 * lda, lda, rows - 16, u0, n);
+            _tile_loadd(5, a_edge, 64);
+        }
+        _tile_dpbf16ps(2, 5, 6);
+        if (right) _tile_dpbf16ps(3, 5, 7);
+    }
+    const int stride = AMX_COLS * sizeof(float);
+    _tile_stored(0, sums, stride);
+    if (right) _tile_stored(1, sums + 16, stride);
+    if (!lower) return;
+    _tile_stored(2, sums + 16 * AMX_COLS, stride);
+    if (right) _tile_stored(3, sums + 16 * AMX_COLS + 16, stride);
+}
+#endif
