@@ -627,10 +627,10 @@ static void attention_reference(float *out, float *dq, float *dk, float *dv, flo
  * of the same roundings they are 1e-8 to 5e-5, but for a probability whose fp32 and double values
  * round to neighbouring bf16 (1-3 of the ~40k here: up to 9e-5). Bounds: within 3e-4 of the
  * reference, at least 1e-3 from exact attention, so a missed or extra rounding fails. */
-TEST(bf16_attention_tiles_round_as_the_reference) {
-    SKIP_WITHOUT_BF16();
+static void check_attention_tiles(bool amx) {
     rng r;
     rng_seed(&r, 23, RNG_TEST);
+    bool was = gemm_bf16_allow_amx(amx);
     float *mask = malloc(sizeof(float) * 2 * 70 * 70);
     for (int i = 0; i < 2 * 70 * 70; i++) mask[i] = i % 11 == 4 ? -100.0f : 0.0f;
     attention_case cases[] = {
@@ -639,6 +639,7 @@ TEST(bf16_attention_tiles_round_as_the_reference) {
         {2, 131, 49, 2, 48, 1, 0.144f, NULL, NULL}, /* tokens over agents, three blocks */
         {1, 45, 33, 1, 32, 1, 0.177f, NULL, NULL},  /* one pair: the backward on gemm_bf16 */
     };
+    const char *kernel = amx ? "amx" : "vdpbf16ps";
     for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
         attention_case c = cases[t];
         int C = c.heads * c.d;
@@ -665,9 +666,10 @@ TEST(bf16_attention_tiles_round_as_the_reference) {
         for (int i = 0; i < 5; i++) {
             double to_rounded = norm_rel_diff(got[i], ref[0][i], (int64_t)sizes[i]);
             double to_exact = norm_rel_diff(got[i], ref[1][i], (int64_t)sizes[i]);
-            EXPECT(to_rounded < 3e-4, "case %zu %s: %.3g from the bf16 reference", t, names[i], to_rounded);
-            EXPECT(to_exact > 1e-3, "case %zu %s: %.3g from exact attention, as if nothing was rounded", t,
-                   names[i], to_exact);
+            EXPECT(to_rounded < 3e-4, "%s case %zu %s: %.3g from the bf16 reference", kernel, t,
+                   names[i], to_rounded);
+            EXPECT(to_exact > 1e-3, "%s case %zu %s: %.3g from exact attention, as if nothing was rounded",
+                   kernel, t, names[i], to_exact);
         }
         for (int exact = 0; exact < 2; exact++)
             for (int i = 0; i < 5; i++) free(ref[exact][i]);
@@ -676,4 +678,15 @@ TEST(bf16_attention_tiles_round_as_the_reference) {
         arena_reset(&vitc_arena);
     }
     free(mask);
+    gemm_bf16_allow_amx(was);
+}
+
+/* vdpbf16ps's tiles, and AMX's where the processor has them */
+TEST(bf16_attention_tiles_round_as_the_reference) {
+    SKIP_WITHOUT_BF16();
+    check_attention_tiles(false);
+    bool was = gemm_bf16_allow_amx(true);
+    bool amx = gemm_bf16_uses_amx();
+    gemm_bf16_allow_amx(was);
+    if (amx) check_attention_tiles(true);
 }

@@ -19,8 +19,10 @@
 #include "../core/check.h"
 #include "../core/cpu_features.h"
 #include "../core/threads.h"
+#include "amx.h"
 #include "attention_blocks.h"
 #include "bf16_simd.h"
+#include "gemm_bf16.h"
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -123,12 +125,45 @@ BF16_TARGET INLINE void word_tile(float *out, size_t ldo, const uint32_t *a, siz
         }
 }
 
+#if VITC_AMX_KERNELS
+/* word_product on AMX tiles (amx.h), 32 x 32 outputs at a time */
+BF16_TARGET static void amx_word_product(float *out, size_t ldo, const uint32_t *a, size_t lda,
+                                         const uint32_t *b, size_t ldb, int U, int R, int nv16,
+                                         float alpha, bool accumulate) {
+    float sums[AMX_ROWS * AMX_COLS] __attribute__((aligned(64)));
+    __m512 scale = _mm512_set1_ps(alpha);
+    for (int c = 0; c < 16 * nv16; c += AMX_COLS) {
+        int cols = min_int(AMX_COLS, 16 * nv16 - c);
+        for (int r0 = 0; r0 < R; r0 += AMX_ROWS) {
+            int rows = min_int(AMX_ROWS, R - r0);
+            amx_sums(sums, a + r0 * lda, lda, b + c, ldb, U, rows, cols);
+            for (int r = 0; r < rows; r++)
+                for (int v = 0; v < cols; v += 16) {
+                    float *o = out + (r0 + r) * ldo + c + v;
+                    __m512 x = _mm512_load_ps(sums + r * AMX_COLS + v);
+                    _mm512_storeu_ps(o, accumulate ? _mm512_fmadd_ps(scale, x, _mm512_loadu_ps(o))
+                                                   : _mm512_mul_ps(scale, x));
+                }
+        }
+    }
+}
+#endif
+
 /* out (R rows, stride ldo, 16 nv16 columns) = alpha a b (+= when accumulating): a's R rows of U
  * words (stride lda), b's U rows of 16 nv16 words (stride ldb). Tiles of 8 rows x 1-2 vectors or
- * 4 rows x 3-4 vectors: 8 to 16 accumulators, as attention.c's fp32 tiles. */
+ * 4 rows x 3-4 vectors: 8 to 16 accumulators, as attention.c's fp32 tiles; on AMX's where the
+ * processor has them (gemm_bf16_uses_amx: the products' sums in the hardware's order) */
 BF16_TARGET static void word_product(float *out, size_t ldo, const uint32_t *a, size_t lda,
                                      const uint32_t *b, size_t ldb, int U, int R, int nv16,
                                      float alpha, bool accumulate) {
+#if VITC_AMX_KERNELS
+    if (gemm_bf16_uses_amx()) {
+        amx_begin();
+        amx_word_product(out, ldo, a, lda, b, ldb, U, R, nv16, alpha, accumulate);
+        amx_end();
+        return;
+    }
+#endif
     for (int c = 0; c < nv16; c += 4) {
         int nv = min_int(4, nv16 - c), tr = nv <= 2 ? 8 : 4;
         for (int r0 = 0; r0 < R; r0 += tr) {
