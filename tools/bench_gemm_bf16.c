@@ -1,6 +1,7 @@
 /* Micro-benchmark for the bf16 precision: GFLOP/s of the three GEMMs of a linear layer (forward,
  * dx, dw) at the models' training shapes (batch 16) for OpenBLAS's sgemm, vitc's fp32 gemm_strided,
- * gemm_bf16 from fp32 operands (rounding included) and on operands packed beforehand, and oneDNN's
+ * gemm_bf16 from fp32 operands (rounding included; on AMX tiles where the CPU has them, and then
+ * also on vdpbf16ps's alone) and on operands packed beforehand, and oneDNN's
  * matmul: bf16 from fp32 operands (its reorders included), bf16 on operands rounded beforehand, and
  * f32, where its header was found at compile time (else "n/a"). The candidates alternate within
  * each repetition; medians. Prints a markdown table (docs/bf16.md); `bench_gemm_bf16 fc2` runs only
@@ -174,9 +175,10 @@ static double max_rel_diff_f32(const float *a, const float *b, size_t n) {
 
 /* own and oneDNN's bf16 from fp32 operands (rounding included), and from operands rounded (and for
  * own packed) beforehand */
-enum { SGEMM, VITC_F32, OWN, DNNL_BF16, OWN_PACKED, DNNL_BF16_IN, DNNL_F32, N_CAND };
-static const char *cand_names[N_CAND] = {"sgemm", "vitc fp32", "own bf16", "oneDNN bf16",
-                                         "own packed", "oneDNN bf16 in", "oneDNN f32"};
+enum { SGEMM, VITC_F32, OWN, DNNL_BF16, OWN_PACKED, DNNL_BF16_IN, DNNL_F32, OWN_VDP, N_CAND };
+static const char *cand_names[N_CAND] = {"sgemm",          "vitc fp32",  "own bf16",
+                                         "oneDNN bf16",    "own packed", "oneDNN bf16 in",
+                                         "oneDNN f32",     "own vdpbf16ps"};
 
 static void bench(const char *name, const char *pass, bool ta, bool tb, int M, int N, int K) {
     rng r;
@@ -191,7 +193,8 @@ static void bench(const char *name, const char *pass, bool ta, bool tb, int M, i
          *bp = malloc(gemm_bf16_b_size(N, K) * sizeof(bf16));
     gemm_bf16_pack_a(ap, ta, M, K, A, lda, threads);
     gemm_bf16_pack_b(bp, tb, N, K, B, ldb, threads);
-    bool have[N_CAND] = {true, true, true, HAVE_DNNL, true, HAVE_DNNL, HAVE_DNNL};
+    bool amx = gemm_bf16_uses_amx();
+    bool have[N_CAND] = {true, true, true, HAVE_DNNL, true, HAVE_DNNL, HAVE_DNNL, amx};
 #if HAVE_DNNL
     product p = {ta, tb, M, N, K, A, B, C};
     onednn dn_bf16, dn_f32;
@@ -212,6 +215,11 @@ static void bench(const char *name, const char *pass, bool ta, bool tb, int M, i
             case VITC_F32: gemm_strided(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N); break;
             case OWN: gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, threads); break;
             case OWN_PACKED: gemm_bf16_packed(M, N, K, 1.0f, ap, bp, 0.0f, C, N, threads); break;
+            case OWN_VDP:
+                gemm_bf16_allow_amx(false);
+                gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, threads);
+                gemm_bf16_allow_amx(true);
+                break;
 #if HAVE_DNNL
             case DNNL_BF16: onednn_run(&dn_bf16, true); break;
             case DNNL_BF16_IN: onednn_run(&dn_bf16, false); break;
@@ -234,6 +242,8 @@ static void bench(const char *name, const char *pass, bool ta, bool tb, int M, i
         printf(" %.2f | %.2f | %.2f | %.2f |", g[DNNL_BF16] / g[SGEMM], g[OWN] / g[DNNL_BF16],
                g[OWN_PACKED] / g[DNNL_BF16_IN], g[DNNL_BF16_IN] / g[DNNL_F32]);
     else printf(" n/a | n/a | n/a | n/a |");
+    if (amx) printf(" %.2f |", g[OWN] / g[OWN_VDP]);
+    else printf(" n/a |");
     printf("\n");
     for (int c = 0; c < N_CAND; c++) /* bf16 rounding: about 2^-9 of C's scale; far more is a bug */
         if (have[c] && !(err[c] <= 0.02))
@@ -265,13 +275,16 @@ int main(int argc, char **argv) {
     CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
     only = argc > 1 ? argv[1] : NULL;
     vitc_set_threads(0);
-    printf("threads %d, OpenBLAS %s, oneDNN %s; GFLOP/s, medians of %d; ratios of this run\n\n",
-           vitc_threads(), openblas_get_config(), HAVE_DNNL ? "found" : "not found (n/a)", REPS);
+    printf("threads %d, OpenBLAS %s, oneDNN %s, own bf16 on %s; GFLOP/s, medians of %d; ratios of "
+           "this run\n\n",
+           vitc_threads(), openblas_get_config(), HAVE_DNNL ? "found" : "not found (n/a)",
+           gemm_bf16_uses_amx() ? "AMX tiles" : "vdpbf16ps", REPS);
     printf("| GEMM | M x N x K |");
     for (int c = 0; c < N_CAND; c++) printf(" %s |", cand_names[c]);
     printf(" own / sgemm | own / vitc fp32 | oneDNN bf16 / sgemm | own / oneDNN bf16 |"
-           " own packed / oneDNN bf16 in | oneDNN bf16 in / oneDNN f32 |\n|---|---|");
-    for (int c = 0; c < N_CAND + 6; c++) printf("---:|");
+           " own packed / oneDNN bf16 in | oneDNN bf16 in / oneDNN f32 | own / own vdpbf16ps |"
+           "\n|---|---|");
+    for (int c = 0; c < N_CAND + 7; c++) printf("---:|");
     printf("\n");
     const int B = 16; /* training batch */
     bench_linear("deit_t qkv", B * 197, 192, 576);
