@@ -668,8 +668,9 @@ static void check_attention_tiles(bool amx) {
             double to_exact = norm_rel_diff(got[i], ref[1][i], (int64_t)sizes[i]);
             EXPECT(to_rounded < 3e-4, "%s case %zu %s: %.3g from the bf16 reference", kernel, t,
                    names[i], to_rounded);
-            EXPECT(to_exact > 1e-3, "%s case %zu %s: %.3g from exact attention, as if nothing was rounded",
-                   kernel, t, names[i], to_exact);
+            EXPECT(to_exact > 1e-3,
+                   "%s case %zu %s: %.3g from exact attention, as if nothing was rounded", kernel,
+                   t, names[i], to_exact);
         }
         for (int exact = 0; exact < 2; exact++)
             for (int i = 0; i < 5; i++) free(ref[exact][i]);

@@ -1,8 +1,8 @@
 /* bf16 GEMM: rounding to bf16 (ties, NaN, inf, subnormals), the vdpbf16ps kernel bit for bit
  * against a scalar reference that sums in its documented order, the AMX kernel (whose order within
- * a chunk is the hardware's) bit for bit where every order gives the same sums, and both against the
- * fp32 GEMM within the error bound of bf16 operands; the CPU probe and its message. Kernel tests skip
- * on a CPU without AVX512_BF16, the AMX kernel's on one without AMX-BF16. */
+ * a chunk is the hardware's) bit for bit where every order gives the same sums, and both against
+ * the fp32 GEMM within the error bound of bf16 operands; the CPU probe and its message. Kernel
+ * tests skip on a CPU without AVX512_BF16, the AMX kernel's on one without AMX-BF16. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -12,7 +12,8 @@ typedef struct cpu_features {
     bool avx512_bf16;                 /* CPUID leaf 7 subleaf 1, EAX bit 5 */
     bool os_avx512;                   /* XCR0 has the opmask and all 32 zmm registers' state */
     bool amx_tile, amx_bf16;          /* CPUID leaf 7 subleaf 0, EDX bits 24 and 22 */
-    bool os_amx;                      /* XCR0 has the tile state, and Linux lets this process use it */
+    bool os_amx;                      /* XCR0 has the tile state, and Linux lets this process use
+                                       * it */
     char brand[49];                   /* CPUID 0x80000002-4, e.g. "Intel(R) Xeon(R) Gold 6148" */
 } cpu_features;
 

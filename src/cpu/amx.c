@@ -28,7 +28,8 @@ AMX_TARGET void amx_end(void) { _tile_release(); }
 AMX_TARGET static void edge_rows(uint32_t out[16 * 16], const uint32_t *a, size_t lda, int rows,
                                  int u0, int n) {
     for (int r = 0; r < 16; r++)
-        _mm512_storeu_si512(out + 16 * r, r < rows ? _mm512_maskz_loadu_epi32(lanes(n), a + r * lda + u0)
+        _mm512_storeu_si512(out + 16 * r, r < rows ? _mm512_maskz_loadu_epi32(lanes(n),
+                                                                               a + r * lda + u0)
                                                    : _mm512_setzero_si512());
 }
 

@@ -185,7 +185,8 @@ BF16_TARGET static void amx_tile(float *c, int ldc, const bf16 *a, int lda, cons
         float *cr = c + (size_t)r * ldc;
         const float *s = sums + r * AMX_COLS;
         _mm512_mask_storeu_ps(cr, m0, combine(_mm512_load_ps(s), cr, 0, m0, e));
-        _mm512_mask_storeu_ps(cr + 16, m1, combine(_mm512_maskz_load_ps(m1, s + 16), cr + 16, 16, m1, e));
+        _mm512_mask_storeu_ps(cr + 16, m1,
+                              combine(_mm512_maskz_load_ps(m1, s + 16), cr + 16, 16, m1, e));
     }
 }
 #endif
@@ -385,9 +386,9 @@ bool gemm_bf16_uses_amx(void) { return VITC_AMX_KERNELS && amx_allowed && cpu_ha
 
 static void gemm_run(const gemm_job *job, int threads) {
     CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
-    gemm_job amx_job = *job;
-    amx_job.amx = gemm_bf16_uses_amx();
-    const gemm_job *g = &amx_job;
+    gemm_job on_this_cpu = *job;
+    on_this_cpu.amx = gemm_bf16_uses_amx();
+    const gemm_job *g = &on_this_cpu;
     if (g->K == 0) { /* no block of the inner dimension would apply beta */
         for (int i = 0; i < g->M; i++)
             for (int j = 0; j < g->N; j++) {
