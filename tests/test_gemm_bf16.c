@@ -239,14 +239,16 @@ static float *small_integers(rng *r, size_t n) {
 }
 
 /* gemm_bf16 and gemm_bf16_packed against the reference, bit for bit, with strides past the rows;
- * with exact_sums, on operands whose sums every order gives alike (the AMX kernel's test) */
+ * with exact_sums, on operands and a C whose sums every order gives alike (the AMX kernel's test:
+ * with alpha 1 its tiles start from C) */
 static void check_exact(rng *r, bool ta, bool tb, shape s, float alpha, float beta, int threads,
                         bool specials, bool exact_sums) {
     int lda = (ta ? s.M : s.K) + 3, ldb = (tb ? s.K : s.N) + 2, ldc = s.N + 1;
     size_t na = (size_t)(ta ? s.K : s.M) * lda, nb = (size_t)(tb ? s.N : s.K) * ldb,
            nc = (size_t)s.M * ldc;
     float *A = exact_sums ? small_integers(r, na) : randn(r, na, 1),
-          *B = exact_sums ? small_integers(r, nb) : randn(r, nb, 1), *C0 = randn(r, nc, 1);
+          *B = exact_sums ? small_integers(r, nb) : randn(r, nb, 1),
+          *C0 = exact_sums ? small_integers(r, nc) : randn(r, nc, 1);
     if (specials) { /* inf and NaN travel as in the reference; beta 0 never reads C's NaN */
         A[na / 2] = INFINITY, B[nb / 3] = NAN, A[0] = -INFINITY;
         if (beta == 0.0f) C0[nc / 2] = NAN;
@@ -347,9 +349,10 @@ TEST(bf16_gemm_bias_epilogue_is_the_preset_bias) {
     static const shape more[] = {{3, 4, 0}, {515, 70, 2 * KC + 5}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] + 2; i++) {
         shape s = i < sizeof shapes / sizeof shapes[0] ? shapes[i] : more[i - sizeof shapes / sizeof shapes[0]];
-        for (int t = 0; t < 4; t++)
+        for (int t = 0; t < 8; t++) /* alpha 1 too: AMX's tiles then start from the bias */
             for (int threads = 1; threads <= 2; threads++) {
-                bool ta = t & 1, tb = t >> 1;
+                bool ta = t & 1, tb = t >> 1 & 1;
+                float alpha = t < 4 ? 0.75f : 1.0f;
                 int lda = (ta ? s.M : s.K) + 3, ldb = (tb ? s.K : s.N) + 2, ldc = s.N + 1;
                 size_t nc = (size_t)s.M * ldc;
                 float *A = randn(&r, (size_t)(ta ? s.K : s.M) * lda, 1);
@@ -357,8 +360,9 @@ TEST(bf16_gemm_bias_epilogue_is_the_preset_bias) {
                 float *want = randn(&r, nc, 1), *got = arena_alloc(&vitc_arena, nc * sizeof(float));
                 memcpy(got, want, nc * sizeof(float));
                 for (int m = 0; m < s.M; m++) memcpy(want + (size_t)m * ldc, bias, sizeof(float) * s.N);
-                gemm_bf16(ta, tb, s.M, s.N, s.K, 0.75f, A, lda, B, ldb, 1.0f, want, ldc, threads);
-                gemm_bf16_bias(ta, tb, s.M, s.N, s.K, 0.75f, A, lda, B, ldb, bias, got, ldc, threads);
+                gemm_bf16(ta, tb, s.M, s.N, s.K, alpha, A, lda, B, ldb, 1.0f, want, ldc, threads);
+                gemm_bf16_bias(ta, tb, s.M, s.N, s.K, alpha, A, lda, B, ldb, bias, got, ldc,
+                               threads);
                 for (size_t o = 0; o < nc; o++)
                     EXPECT(same(got[o], want[o]), "trans %d%d %dx%dx%d threads %d: C[%zu] = %a, want %a",
                            ta, tb, s.M, s.N, s.K, threads, o, got[o], want[o]);

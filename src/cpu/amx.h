@@ -26,4 +26,11 @@ void amx_end(void);
  * the operands' are read as zeros, never from memory */
 void amx_sums(float *sums, const uint32_t *a, size_t lda, const uint32_t *b, size_t ldb, int words,
               int rows, int cols);
+
+/* c (rows <= AMX_ROWS x cols <= AMX_COLS, stride ldc) = start + a · b, the products added to the
+ * starting values inside the tiles: start is c itself (from_c), else the row `bias` (cols floats)
+ * on every row, else 0. b's rows are read up to cols rounded up to 16 (zeros there). This saves
+ * amx_sums' round trip through memory where alpha is 1. */
+void amx_accumulate(float *c, size_t ldc, bool from_c, const float *bias, const uint32_t *a,
+                    size_t lda, const uint32_t *b, size_t ldb, int words, int rows, int cols);
 #endif

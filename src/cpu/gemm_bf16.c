@@ -177,6 +177,12 @@ BF16_TARGET INLINE void tile(float *c, int ldc, const bf16 *a, int lda, const bf
  * the words amx_sums reads, and a block of A its rows (lda even) */
 BF16_TARGET static void amx_tile(float *c, int ldc, const bf16 *a, int lda, const bf16 *bp,
                                  int pairs, int rows, int n, epilogue e) {
+    if (e.alpha == 1.0f && (!e.first || e.bias || e.beta == 0.0f || e.beta == 1.0f)) {
+        amx_accumulate(c, ldc, !e.first || (!e.bias && e.beta == 1.0f), e.first ? e.bias : NULL,
+                       (const uint32_t *)a, (size_t)lda / 2, (const uint32_t *)bp, PANEL, pairs,
+                       rows, n);
+        return;
+    }
     float sums[AMX_ROWS * AMX_COLS] __attribute__((aligned(64)));
     amx_sums(sums, (const uint32_t *)a, (size_t)lda / 2, (const uint32_t *)bp, PANEL, pairs, rows,
              n > 16 ? 32 : 16); /* the panel's columns past n are zeros */

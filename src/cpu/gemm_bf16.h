@@ -33,8 +33,10 @@ float bf16_to_float(bf16 h); /* exact */
  * the same packing and blocks of K, and in each block the chunks of 32 of K (16 pairs) from its
  * start, each a tdpbf16ps whose sum of the chunk's products follows the hardware's own order (not
  * vdpbf16ps's, and not documented: tests hold it to bf16's error, the same bits whatever the thread
- * count and entry point); the blocks meet C as above. gemm_bf16_allow_amx(false) keeps the
- * vdpbf16ps kernel (tests of the order above, benchmarks of both); it returns the setting before. */
+ * count and entry point). With alpha 1 the tiles start from C (beta 1, or a later block of K), from
+ * the bias, or from 0, and the chunks add into them; with another alpha the blocks' sums meet C as
+ * above. gemm_bf16_allow_amx(false) keeps the vdpbf16ps kernel (tests of the order above,
+ * benchmarks of both); it returns the setting before. */
 bool gemm_bf16_allow_amx(bool allow);
 bool gemm_bf16_uses_amx(void); /* allowed, built and on this processor */
 
