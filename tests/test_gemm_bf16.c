@@ -115,17 +115,11 @@ TEST(bf16_cpu_probe_and_message) {
         if (!cpu_has_avx512_bf16()) SKIP("needs AVX512_BF16 (vdpbf16ps), which this CPU lacks");  \
     } while (0)
 
-/* AMX-BF16 here and in this build, whatever gemm_bf16_allow_amx says now */
-static bool amx_here(void) {
-    bool was = gemm_bf16_allow_amx(true), here = gemm_bf16_uses_amx();
-    gemm_bf16_allow_amx(was);
-    return here;
-}
-
 #define NEEDS_AMX()                                                                                \
     do {                                                                                           \
         NEEDS_BF16();                                                                              \
-        if (!amx_here()) SKIP("needs AMX-BF16 (tdpbf16ps), which this CPU or build lacks");       \
+        if (!gemm_bf16_amx_here())                                                                 \
+            SKIP("needs AMX-BF16 (tdpbf16ps), which this CPU or build lacks");                    \
     } while (0)
 
 static float *randn(rng *r, size_t n, float scale) {

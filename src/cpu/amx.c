@@ -1,7 +1,5 @@
 #include "amx.h"
 
-#include <string.h>
-
 #if defined(VITC_BF16_KERNELS) && VITC_AMX_KERNELS
 #define AMX_TARGET                                                                                 \
     __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512bw,avx512vl")))

@@ -388,7 +388,9 @@ bool gemm_bf16_allow_amx(bool allow) {
     return was;
 }
 
-bool gemm_bf16_uses_amx(void) { return VITC_AMX_KERNELS && amx_allowed && cpu_has_amx_bf16(); }
+bool gemm_bf16_amx_here(void) { return VITC_AMX_KERNELS && cpu_has_amx_bf16(); }
+
+bool gemm_bf16_uses_amx(void) { return amx_allowed && gemm_bf16_amx_here(); }
 
 static void gemm_run(const gemm_job *job, int threads) {
     CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
@@ -478,6 +480,8 @@ bool gemm_bf16_allow_amx(bool allow) {
     (void)allow;
     return false;
 }
+
+bool gemm_bf16_amx_here(void) { return false; }
 
 bool gemm_bf16_uses_amx(void) { return false; }
 

@@ -38,6 +38,7 @@ float bf16_to_float(bf16 h); /* exact */
  * above. gemm_bf16_allow_amx(false) keeps the vdpbf16ps kernel (tests of the order above,
  * benchmarks of both); it returns the setting before. */
 bool gemm_bf16_allow_amx(bool allow);
+bool gemm_bf16_amx_here(void); /* built and on this processor, allowed or not */
 bool gemm_bf16_uses_amx(void); /* allowed, built and on this processor */
 
 /* packed operands, for one converted once and used by several products (weights within a step, or
