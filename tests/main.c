@@ -2,7 +2,10 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "core/check.h"
+#include "core/precision.h"
 #include "core/threads.h"
+#include "ops/backend.h"
 #include "test.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -101,6 +104,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_tests; i++) {
         if (filter && !strstr(tests[i].name, filter)) continue;
         failed = skipped = false;
+        /* the defaults, whatever a test that failed midway left selected */
+        char err[256];
+        CHECK(backend_select_partial("cpu", err, sizeof(err)), "%s", err);
+        vitc_set_precision(PRECISION_FP32, NULL);
         tape_reset();
         tape_set_grad_enabled(true);
         arena_reset(&vitc_arena);

@@ -99,7 +99,9 @@ static void reference(bool ta, bool tb, int M, int N, int K, float alpha, const 
                 if (round) a = bf16_to_float(bf16_from_float(a)), b = bf16_to_float(bf16_from_float(b));
                 s += (double)a * b;
             }
-            C[(size_t)i * ldc + j] = (float)(alpha * s + (double)beta * C[(size_t)i * ldc + j]);
+            /* beta 0 does not read C, as in BLAS: the batch's reference C is uninitialised */
+            double c = beta ? (double)beta * C[(size_t)i * ldc + j] : 0.0;
+            C[(size_t)i * ldc + j] = (float)(alpha * s + c);
         }
 }
 
