@@ -197,7 +197,7 @@ TEST(bf16_ops_follow_fp32_and_finite_differences) {
            "layernorm_linear");
     EXPECT(bf16_follows_fp32("mlp_residual", mlp_residual_fn, NULL, 6, (tensor *[]){h, lw, lb, w1, b1, w2}, 2e-2, false),
            "mlp_residual");
-    enum { WIDE = MLP_CHUNKED_MAX_CHANNELS + 8 }; /* the MLP step as two ops */
+    enum { WIDE = MLP_CHUNKED_MAX_CHANNELS_BF16 + 8 }; /* the MLP step as two ops */
     tensor *hw = LEAF(&r, 1, 2, 5, WIDE), *lww = LEAF(&r, 0.2f, WIDE), *lbw = LEAF(&r, 0.2f, WIDE);
     tensor *w1w = LEAF(&r, 0.1f, 40, WIDE), *b1w = LEAF(&r, 0.3f, 40), *w2w = LEAF(&r, 0.3f, WIDE, 40);
     for (int i = 0; i < WIDE; i++) lww->data[i] += 1;
@@ -208,14 +208,14 @@ TEST(bf16_ops_follow_fp32_and_finite_differences) {
 }
 
 /* Under bf16 the MLP step keeps its hidden layer (fc1's output, the largest activation it saves) as
- * bf16, on both of its paths (row chunks, and the two ops above MLP_CHUNKED_MAX_CHANNELS): the step
- * takes 2 bytes a hidden value fewer from the arena than in fp32, the kept values are fc1's output
- * rounded, and the step's output is fc2 of the GELU of those rounded values. */
+ * bf16, on both of its paths (row chunks, and the two ops above MLP_CHUNKED_MAX_CHANNELS_BF16): the
+ * step takes 2 bytes a hidden value fewer from the arena than in fp32, the kept values are fc1's
+ * output rounded, and the step's output is fc2 of the GELU of those rounded values. */
 TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
     SKIP_WITHOUT_BF16();
     rng r;
     rng_seed(&r, 23, RNG_TEST);
-    static const int channels[2] = {24, MLP_CHUNKED_MAX_CHANNELS + 8};
+    static const int channels[2] = {24, MLP_CHUNKED_MAX_CHANNELS_BF16 + 8};
     for (int c = 0; c < 2; c++) {
         int C = channels[c], H = 3 * C, M = 32; /* M H 2 bytes: whole 64-byte arena blocks */
         tensor *res = LEAF(&r, 1, 2, 16, C), *lw = LEAF(&r, 0.2f, C), *lb = LEAF(&r, 0.2f, C);

@@ -365,6 +365,47 @@ TEST(bf16_gemm_bias_epilogue_is_the_preset_bias) {
     }
 }
 
+/* A layer's weights packed once (the MLP's row chunks) give each product the bits of packing them
+ * per product: with a bias, and without (beta 0), on both kernels where the CPU has AMX */
+TEST(bf16_gemm_packed_weights_give_the_bits_of_packing_per_product) {
+    NEEDS_BF16();
+    rng r;
+    rng_seed(&r, 14, RNG_TEST);
+    bool was = gemm_bf16_uses_amx();
+    for (int amx = 0; amx <= (int)gemm_bf16_amx_here(); amx++) {
+        gemm_bf16_allow_amx(amx);
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int t = 0; t < 4; t++)
+                for (int threads = 1; threads <= 2; threads++) {
+                    shape s = shapes[i];
+                    bool tb = t & 1, with_bias = t & 2;
+                    int lda = s.K + 3, ldb = (tb ? s.K : s.N) + 2, ldc = s.N + 1;
+                    size_t nc = (size_t)s.M * ldc;
+                    float *A = randn(&r, (size_t)s.M * lda, 1);
+                    float *B = randn(&r, (size_t)(tb ? s.N : s.K) * ldb, 1);
+                    float *bias = with_bias ? randn(&r, s.N, 1) : NULL;
+                    float *want = randn(&r, nc, 1), *got = arena_alloc(&vitc_arena, nc * sizeof(float));
+                    memcpy(got, want, nc * sizeof(float));
+                    bf16 *bp = arena_alloc(&vitc_arena, gemm_bf16_b_size(s.N, s.K) * sizeof(bf16));
+                    if (bias)
+                        gemm_bf16_bias(false, tb, s.M, s.N, s.K, 1.0f, A, lda, B, ldb, bias, want, ldc,
+                                       threads);
+                    else
+                        gemm_bf16(false, tb, s.M, s.N, s.K, 1.0f, A, lda, B, ldb, 0.0f, want, ldc,
+                                  threads);
+                    gemm_bf16_pack_b(bp, tb, s.N, s.K, B, ldb, threads);
+                    gemm_bf16_packed_b_bias(s.M, s.N, s.K, A, lda, bp, bias, got, ldc, threads);
+                    for (size_t o = 0; o < nc; o++)
+                        EXPECT(same(got[o], want[o]),
+                               "%s trans_b %d bias %d %dx%dx%d threads %d: C[%zu] = %a, want %a",
+                               amx ? "amx" : "vdpbf16ps", tb, with_bias, s.M, s.N, s.K, threads, o,
+                               got[o], want[o]);
+                    if (test_failed()) return;
+                }
+    }
+    gemm_bf16_allow_amx(was);
+}
+
 /* Each operand's rounding errs by at most u = 2^-8 relative, so a product of two by 2u + u^2; fp32
  * sums of K terms add at most K 2^-24 of the sum of |products| (both for the kernel and the fp32
  * GEMM). Per element: |bf16 - fp32| <= |alpha| (2u + u^2 + 2 K 2^-24) sum |a b| + 2^-23 |C|. */

@@ -453,6 +453,13 @@ void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *
     gemm_run(&g, threads);
 }
 
+void gemm_bf16_packed_b_bias(int M, int N, int K, const float *A, int lda, const bf16 *bp,
+                             const float *bias, float *C, int ldc, int threads) {
+    gemm_job g = {.M = M, .N = N, .K = K, .alpha = 1.0f, .A = A, .lda = lda, .bp = bp, .C = C,
+                  .ldc = ldc, .bias = bias};
+    gemm_run(&g, threads);
+}
+
 void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
                       float *C, int ldc, int threads) {
     gemm_job g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .ap = ap, .bp = bp, .C = C,
@@ -516,6 +523,13 @@ void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *
                    const bf16 *B, int ldb, float beta, float *C, int ldc, int threads) {
     (void)trans_a, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
     (void)beta, (void)C, (void)ldc, (void)threads;
+    unsupported();
+}
+
+void gemm_bf16_packed_b_bias(int M, int N, int K, const float *A, int lda, const bf16 *bp,
+                             const float *bias, float *C, int ldc, int threads) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)bp, (void)bias, (void)C, (void)ldc;
+    (void)threads;
     unsupported();
 }
 

@@ -67,6 +67,11 @@ void gemm_bf16_a16_bias(bool trans_b, int M, int N, int K, const bf16 *A, int ld
                         int ldb, const float *bias, float *C, int ldc, int threads);
 void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *A, int lda,
                    const bf16 *B, int ldb, float beta, float *C, int ldc, int threads);
+/* A (M, K) fp32, not transposed, against B packed beforehand (gemm_bf16_pack_b), alpha 1, a bias
+ * as gemm_bf16_bias (NULL: beta 0): a layer's weights packed once for the products of many row
+ * chunks. The same sums as gemm_bf16_bias. */
+void gemm_bf16_packed_b_bias(int M, int N, int K, const float *A, int lda, const bf16 *bp,
+                             const float *bias, float *C, int ldc, int threads);
 /* the same from gemm_bf16_pack_a's and gemm_bf16_pack_b's outputs: the same sums */
 void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
                       float *C, int ldc, int threads);

@@ -1,8 +1,10 @@
 #include "mlp.h"
 
+#include "../core/precision.h"
 #include "../core/threads.h"
 #include "bf16_store.h"
 #include "elementwise.h"
+#include "gemm_bf16.h"
 #include "matmul.h"
 #include "norm.h"
 
@@ -12,8 +14,28 @@ int mlp_chunk_rows(const mlp_dims *d) {
     return rows < 16 ? 16 : rows;
 }
 
+/* floats of one layer's weights packed for gemm_bf16, in whole cache lines */
+static size_t packed_floats(int N, int K) {
+    return ((gemm_bf16_b_size(N, K) + 1) / 2 + 15) & ~(size_t)15;
+}
+
+/* under bf16 both layers' weights are packed once at the start of the scratch, not by each chunk's
+ * product (at deit_t's widths, as much packing as a fifth of the multiplying) */
+static size_t packed_weights_floats(const mlp_dims *d) {
+    if (vitc_precision() != PRECISION_BF16) return 0;
+    return packed_floats(d->hidden, d->C) + packed_floats(d->C, d->hidden);
+}
+
 size_t mlp_scratch_floats(const mlp_dims *d) {
-    return (size_t)vitc_threads() * mlp_chunk_rows(d) * (2 * d->C + d->hidden);
+    size_t chunk = (size_t)mlp_chunk_rows(d) * (2 * d->C + d->hidden);
+    return packed_weights_floats(d) + (size_t)vitc_threads() * chunk;
+}
+
+/* out (rows, N) = x wᵀ + b, w as stored or packed (wp) */
+static void layer(float *out, const float *x, const float *w, const bf16 *wp, const float *b,
+                  int rows, int K, int N) {
+    if (wp) gemm_bf16_packed_b_bias(rows, N, K, x, K, wp, b, out, N, 1);
+    else linear_forward(out, x, w, b, rows, K, N);
 }
 
 void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, float *rstd,
@@ -22,6 +44,13 @@ void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, f
                           const float *keep, const mlp_dims *d, float *scratch) {
     int C = d->C, H = d->hidden, R = mlp_chunk_rows(d);
     int64_t chunks = (d->M + R - 1) / R;
+    bf16 *w1p = NULL, *w2p = NULL;
+    if (packed_weights_floats(d)) {
+        w1p = (bf16 *)scratch, w2p = (bf16 *)(scratch + packed_floats(H, C));
+        gemm_bf16_pack_b(w1p, true, H, C, w1, C, vitc_threads());
+        gemm_bf16_pack_b(w2p, true, C, H, w2, H, vitc_threads());
+        scratch += packed_weights_floats(d);
+    }
 #pragma omp parallel for schedule(dynamic)
     for (int64_t c = 0; c < chunks; c++) {
         int64_t r0 = c * R;
@@ -29,10 +58,10 @@ void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, f
         float *y = scratch + (size_t)vitc_thread_id() * R * (2 * C + H), *act = y + (size_t)R * C;
         float *branch = act + (size_t)R * H, *pre = h ? h + r0 * H : act;
         layernorm_forward(y, mean + r0, rstd + r0, res + r0 * C, ln_w, ln_b, rows, C, eps);
-        linear_forward(pre, y, w1, b1, rows, C, H);
+        layer(pre, y, w1, w1p, b1, rows, C, H);
         if (h_bf16) bf16_store(h_bf16 + r0 * H, pre, (int64_t)rows * H);
         gelu_forward(act, pre, (int64_t)rows * H);
-        linear_forward(branch, act, w2, b2, rows, H, C);
+        layer(branch, act, w2, w2p, b2, rows, H, C);
         for (int i = 0; i < rows; i++) {
             float k = keep ? keep[(r0 + i) / d->rows_per_sample] : 1.0f;
             const float *src = res + (r0 + i) * C, *add = branch + (size_t)i * C;

@@ -119,14 +119,20 @@ tensor *op_dropout(tensor *x, float p, rng *r);
  * mask is kept: not the branch's output, nor the GELU, which the backward recomputes from h. */
 tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r);
 /* A block's MLP step: op_residual_linear(res, op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1), w2,
- * b2, gelu, p, r), recorded as those two nodes. With at most MLP_CHUNKED_MAX_CHANNELS channels it
+ * b2, gelu, p, r), recorded as those two nodes. With at most mlp_chunked_max_channels() channels it
  * runs in cache-sized row chunks, one per thread at a time (src/cpu/mlp.h); above, as the two ops.
  * Under --precision bf16 the hidden layer kept for the backward is bf16, as autocast keeps fc1's
  * output: the GELU reads it rounded in the forward as in the backward, and fc2's product rounds its
  * operands anyway; it is the step's largest activation, 4 channels for each of res's. */
-#define MLP_CHUNKED_MAX_CHANNELS 128
 tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
                         tensor *w2, tensor *b2, float p, rng *r);
+/* The widest res whose MLP step runs in row chunks. In fp32 each chunk's products pack the weights
+ * again, which above 192 channels costs more than the hidden tensor's trips through memory that the
+ * chunks save; bf16 packs them once a step and gains at every width measured, to swin_b's 1024
+ * (docs/performance.md). */
+#define MLP_CHUNKED_MAX_CHANNELS_FP32 192
+#define MLP_CHUNKED_MAX_CHANNELS_BF16 1024
+int mlp_chunked_max_channels(void); /* of the precision selected */
 /* op_residual_linear (no GELU) of the concatenation [h0 | h1] along the last dim, which is never
  * stored: CSwin's two stripe branches, ELFATT's global and local heads */
 tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w, tensor *b, float p, rng *r);

@@ -5,6 +5,7 @@
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/memory.h"
+#include "../core/precision.h"
 #include "../core/tape.h"
 #include "backend.h"
 #include "backward.h"
@@ -229,11 +230,16 @@ void op_residual_linear_split_backward(tape_node *n) {
     if (res->requires_grad) pass_grad(res, n->out);
 }
 
+int mlp_chunked_max_channels(void) {
+    return vitc_precision() == PRECISION_BF16 ? MLP_CHUNKED_MAX_CHANNELS_BF16
+                                              : MLP_CHUNKED_MAX_CHANNELS_FP32;
+}
+
 tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
                         tensor *w2, tensor *b2, float p, rng *r) {
     int C = res->shape[res->ndim - 1], H = w1->shape[0];
     bool record = tape_grad_enabled(), keep_bf16 = op_keeps_bf16();
-    if (C > MLP_CHUNKED_MAX_CHANNELS) {
+    if (C > mlp_chunked_max_channels()) {
         tensor *h = keep_bf16 ? op_layernorm_linear_bf16(res, ln_w, ln_b, eps, w1, b1)
                               : op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1);
         return op_residual_linear(res, h, w2, b2, true, p, r);

@@ -107,8 +107,8 @@ TEST(cuda_op_mlp_residual) {
     REQUIRE_DEVICE();
     rng r;
     rng_seed(&r, 45, RNG_TEST);
-    /* in row chunks (48 channels) and as the two ops (above MLP_CHUNKED_MAX_CHANNELS) */
-    static const int channels[2] = {48, MLP_CHUNKED_MAX_CHANNELS + 8};
+    /* in row chunks (48 channels) and as the two ops (above MLP_CHUNKED_MAX_CHANNELS_FP32) */
+    static const int channels[2] = {48, MLP_CHUNKED_MAX_CHANNELS_FP32 + 8};
     for (int i = 0; i < 2; i++) {
         int C = channels[i], H = 3 * C;
         tensor *res = LEAF(&r, 1.0f, 6, 29, C), *ln_w = LEAF(&r, 1.0f, C), *ln_b = LEAF(&r, 1.0f, C),
@@ -129,7 +129,7 @@ TEST(cuda_op_mlp_residual_bf16) {
     if (cpu_bf16_error()) SKIP("the CPU's bf16 step, the reference, needs AVX512_BF16");
     rng r;
     rng_seed(&r, 46, RNG_TEST);
-    static const int channels[2] = {48, MLP_CHUNKED_MAX_CHANNELS + 8};
+    static const int channels[2] = {48, MLP_CHUNKED_MAX_CHANNELS_BF16 + 8};
     CHECK(vitc_set_precision(PRECISION_BF16, NULL), "bf16 on this CPU");
     for (int i = 0; i < 2; i++) {
         int C = channels[i], H = 3 * C;
