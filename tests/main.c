@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/precision.h"
 #include "core/threads.h"
+#include "cpu/gemm_bf16.h"
 #include "ops/backend.h"
 #include "test.h"
 
@@ -108,6 +109,7 @@ int main(int argc, char **argv) {
         char err[256];
         CHECK(backend_select_partial("cpu", err, sizeof(err)), "%s", err);
         vitc_set_precision(PRECISION_FP32, NULL);
+        gemm_bf16_allow_amx(true);
         tape_reset();
         tape_set_grad_enabled(true);
         arena_reset(&vitc_arena);

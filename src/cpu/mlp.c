@@ -20,7 +20,7 @@ static size_t packed_floats(int N, int K) {
 }
 
 /* under bf16 both layers' weights are packed once at the start of the scratch, not by each chunk's
- * product (at deit_t's widths, as much packing as a fifth of the multiplying) */
+ * product (docs/performance.md, op_mlp_residual) */
 static size_t packed_weights_floats(const mlp_dims *d) {
     if (vitc_precision() != PRECISION_BF16) return 0;
     return packed_floats(d->hidden, d->C) + packed_floats(d->C, d->hidden);
