@@ -132,11 +132,12 @@ static tensor *pvt_block_forward(const pvt_block *b, tensor *x, int R, bool v2, 
     tensor *a = attn_forward(b->core, nn_linear_forward(&b->q, y), kv[0], kv[1]);
     float dp = o->train ? b->drop_path : 0.0f;
     x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, dp, o->rng);
+    if (!v2) /* timm's Mlp: the fused step */
+        return op_mlp_residual(x, b->norm2.w, b->norm2.b, b->norm2.eps, b->fc1.w, b->fc1.b, b->fc2.w,
+                               b->fc2.b, dp, o->rng);
     tensor *h = op_layernorm_linear(x, b->norm2.w, b->norm2.b, b->norm2.eps, b->fc1.w, b->fc1.b);
-    if (v2) {
-        int hidden = h->shape[2];
-        h = RESHAPE(nn_conv2d_forward(&b->mlp_dwconv, RESHAPE(h, B, R, R, hidden)), B, R * R, hidden);
-    }
+    int hidden = h->shape[2];
+    h = RESHAPE(nn_conv2d_forward(&b->mlp_dwconv, RESHAPE(h, B, R, R, hidden)), B, R * R, hidden);
     return op_residual_linear(x, h, b->fc2.w, b->fc2.b, true, dp, o->rng);
 }
 
