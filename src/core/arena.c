@@ -250,7 +250,9 @@ void *arena_keep(arena *a, arena_mark m, void *data, size_t bytes) {
         mem->free(parked);
         return dst;
     }
-    if (a->mem) mem->copy(dst, data, bytes); /* before the release, which may free data's chunk */
+    /* before the release, which may free data's chunk; a host block that overlaps its new place
+     * moves in one thread's memmove */
+    if (a->mem || dst + bytes <= (char *)data) mem->copy(dst, data, bytes);
     else memmove(dst, data, bytes);
     arena_release(a, m);
     m.chunk->offset = m.offset + need;

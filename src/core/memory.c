@@ -13,24 +13,44 @@ static void *host_alloc(size_t bytes) {
     __atomic_fetch_add(&vitc_heap_allocs, 1, __ATOMIC_RELAXED);
     return p;
 }
-/* from this size on every thread zeroes its share: the reverse pass zeroes each gradient as it
- * first asks for it, and one thread's memset of the large ones kept the others waiting */
-#define ZERO_SHARED_BYTES ((size_t)256 << 10)
+/* from this size on every thread zeroes or copies its share: the reverse pass zeroes each
+ * gradient as it first asks for it, inference moves each block's output down the arena, and one
+ * thread's memset or memcpy of the large ones kept the others waiting */
+#define SHARED_BYTES ((size_t)256 << 10)
+
+/* this thread's share [lo, hi) of `bytes`, cut at cache lines */
+static void my_share(size_t bytes, size_t *lo, size_t *hi) {
+    size_t lines = (bytes + 63) / 64, t = (size_t)vitc_thread_id(), team = (size_t)vitc_team_size();
+    *lo = lines * t / team * 64;
+    *hi = lines * (t + 1) / team * 64;
+    if (*hi > bytes) *hi = bytes;
+}
 
 static void host_zero(void *p, size_t bytes) {
-    if (bytes < ZERO_SHARED_BYTES || vitc_in_parallel()) {
+    if (bytes < SHARED_BYTES || vitc_in_parallel()) {
         memset(p, 0, bytes);
         return;
     }
 #pragma omp parallel
     {
-        size_t lines = (bytes + 63) / 64, t = (size_t)vitc_thread_id(), team = (size_t)vitc_team_size();
-        size_t lo = lines * t / team * 64, hi = lines * (t + 1) / team * 64;
-        if (hi > bytes) hi = bytes;
+        size_t lo, hi;
+        my_share(bytes, &lo, &hi);
         if (hi > lo) memset((char *)p + lo, 0, hi - lo);
     }
 }
-static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+static void host_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes < SHARED_BYTES || vitc_in_parallel()) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        my_share(bytes, &lo, &hi);
+        if (hi > lo) memcpy((char *)dst + lo, (const char *)src + lo, hi - lo);
+    }
+}
 
 const memory_ops host_memory = {DEV_CPU, "cpu", host_alloc, free, host_zero, host_copy, host_copy, host_copy};
 
