@@ -296,20 +296,26 @@ TEST(bf16_normalised_windows_are_kept_in_bf16) {
             tensor *in[5] = {x, lw, lb, w, b};
             windows_ctx fused = cases[i], unfused = fused;
             unfused.unfused = true;
+            tensor *plain = op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift);
             vitc_set_precision(PRECISION_BF16, NULL);
             tensor *kept = op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift);
-            bool was = tape_set_grad_enabled(false);
-            tensor *plain = op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift);
+            bool was = tape_set_grad_enabled(false); /* inference passes them on in bf16 too */
+            tensor *passed = op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift);
             tape_set_grad_enabled(was);
             tape_reset();
             vitc_set_precision(PRECISION_FP32, NULL);
-            EXPECT(kept->bf16 && !plain->bf16, "%d channels, case %d: recorded windows %s, unrecorded %s", C, i,
-                   kept->bf16 ? "bf16" : "fp32", plain->bf16 ? "bf16" : "fp32");
-            if (!kept->bf16) continue;
+            EXPECT(kept->bf16 && passed->bf16 && !plain->bf16,
+                   "%d channels, case %d: recorded windows %s, unrecorded %s, fp32 %s", C, i,
+                   kept->bf16 ? "bf16" : "fp32", passed->bf16 ? "bf16" : "fp32",
+                   plain->bf16 ? "bf16" : "fp32");
+            if (!kept->bf16 || !passed->bf16) continue;
             int off = 0;
-            for (int64_t j = 0; j < plain->numel; j++) off += tensor_bf16(kept)[j] != bf16_from_float(plain->data[j]);
-            EXPECT(off == 0, "%d channels, case %d: %d of %lld kept values are not the windows rounded", C, i, off,
-                   (long long)plain->numel);
+            for (int64_t j = 0; j < plain->numel; j++) {
+                bf16 rounded = bf16_from_float(plain->data[j]);
+                off += tensor_bf16(kept)[j] != rounded || tensor_bf16(passed)[j] != rounded;
+            }
+            EXPECT(off == 0, "%d channels, case %d: %d of %lld kept or passed values are not the fp32 "
+                   "windows rounded", C, i, off, (long long)plain->numel);
             run_result a = run_in(PRECISION_BF16, windows_qkv_fn, &fused, 5, in, 3);
             run_result u = run_in(PRECISION_BF16, windows_qkv_fn, &unfused, 5, in, 3);
             int64_t out_n = (int64_t)x->numel / C * 3 * C;

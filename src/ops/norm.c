@@ -106,8 +106,8 @@ tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh,
           SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
     int64_t M = x->numel / C;
     size_t numel = (size_t)x->numel;
-    /* under bf16 the windows the tape keeps are bf16: only the products of the linear layers after
-     * this op read them (op_reads_bf16), the backward reading x */
+    /* under bf16 the windows are bf16: only the products of the linear layers after this op read
+     * them (op_reads_bf16), the backward reading x */
     bool out_bf16 = op_keeps_bf16();
     int shape[3] = {B * (H / wh) * (W / ww), wh * ww, C};
     tensor *out = out_bf16 ? tensor_new_bf16(3, shape) : tensor_new(3, shape);

@@ -54,4 +54,4 @@ const op_info op_table[OP_COUNT] = {
 
 bool op_reads_bf16(int op) { return op == OP_RESIDUAL_LINEAR || op == OP_LINEAR || op == OP_ATTENTION; }
 
-bool op_keeps_bf16(void) { return tape_grad_enabled() && vitc_precision() == PRECISION_BF16; }
+bool op_keeps_bf16(void) { return vitc_precision() == PRECISION_BF16; }

@@ -57,6 +57,7 @@ extern const op_info op_table[OP_COUNT];
  * MLP's hidden layer), linear (normalised windows and stripes feeding the qkv products) and
  * attention (ELFATT's local q and k windows). tape_record refuses them to every other op. */
 bool op_reads_bf16(int op);
-/* Whether an op stores an activation that only those ops read as bf16: under --precision bf16,
- * while the tape records (the storage saves memory only where the backward keeps it) */
+/* Whether an op stores an activation that only those ops read as bf16: under --precision bf16.
+ * Their products round it anyway, so no result changes; the tape keeps it in half the memory, and
+ * in inference (no tape) the next product reads half the bytes. */
 bool op_keeps_bf16(void);

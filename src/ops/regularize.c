@@ -238,7 +238,7 @@ int mlp_chunked_max_channels(void) {
 tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
                         tensor *w2, tensor *b2, float p, rng *r) {
     int C = res->shape[res->ndim - 1], H = w1->shape[0];
-    bool record = tape_grad_enabled(), keep_bf16 = op_keeps_bf16();
+    bool record = tape_grad_enabled(), keep_bf16 = record && op_keeps_bf16();
     if (C > mlp_chunked_max_channels()) {
         tensor *h = keep_bf16 ? op_layernorm_linear_bf16(res, ln_w, ln_b, eps, w1, b1)
                               : op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1);
