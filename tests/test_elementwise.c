@@ -170,4 +170,12 @@ TEST(gelu_fast_path_matches_libm_erf) {
         if (fabs(xi) < 3 && e / (fabs(ref) + 1e-3) > worst_rel) worst_rel = e / (fabs(ref) + 1e-3);
     }
     EXPECT(worst < 1e-6 && worst_rel < 1e-5, "max abs error %g, relative %g", worst, worst_rel);
+    /* far out, where the tail's rational terms overflowed into inf / inf (NaN) from 1e10 */
+    static const float far[] = {1e10f, -1e10f, 1e20f, -1e20f, 3e38f, -3e38f};
+    tensor *f = TENSOR(6);
+    for (int i = 0; i < 6; i++) f->data[i] = far[i];
+    tensor *g = op_gelu(f);
+    for (int i = 0; i < 6; i++)
+        EXPECT(far[i] > 0 ? g->data[i] == far[i] : g->data[i] == 0.0f && !isnan(g->data[i]),
+               "gelu(%g) = %g", far[i], g->data[i]);
 }

@@ -248,10 +248,11 @@ void binary_backward(binary_op op, float *ga, float *gb, const float *gout, cons
 static inline void normal_cdf_pdf(float x, float *cdf, float *pdf) {
     float a = fabsf(x);
     float phi = 0.3989422804f * fast_expf(-0.5f * a * a);
-    float p = 1.2533141383628137f + a * (1.0343822228064203f + a * (0.4131903259108038f +
-              a * (0.08667197060864167f + a * 0.008149668091116969f)));
-    float q = 1.0f + a * (1.62320223549615f + a * (1.1248052645001267f + a * (0.4209841896118687f +
-              a * (0.08669257456310481f + a * 0.008149121843460332f))));
+    float t = a < 16.0f ? a : 16.0f; /* beyond, the tail is ~1e-40; R's terms overflow from 1e10 */
+    float p = 1.2533141383628137f + t * (1.0343822228064203f + t * (0.4131903259108038f +
+              t * (0.08667197060864167f + t * 0.008149668091116969f)));
+    float q = 1.0f + t * (1.62320223549615f + t * (1.1248052645001267f + t * (0.4209841896118687f +
+              t * (0.08669257456310481f + t * 0.008149121843460332f))));
     float tail = phi * p / q;
     *cdf = x < 0 ? tail : 1.0f - tail;
     *pdf = phi;
