@@ -63,6 +63,33 @@ TEST(arena_keep_releases_the_rest_even_without_room_at_the_mark) {
     arena_free(&a);
 }
 
+/* a block of 1 MiB moves down by the threads' shared copy when it clears its new place, by
+ * memmove when it overlaps it (a gap of 64 KiB): the values arrive either way */
+TEST(arena_keep_moves_a_large_block_apart_or_overlapping) {
+    static const size_t gaps[] = {(size_t)2 << 20, (size_t)64 << 10};
+    const size_t bytes = (size_t)1 << 20, n = bytes / sizeof(float);
+    int threads = vitc_threads();
+    for (int t = 1; t <= 2; t++)
+        for (int g = 0; g < 2; g++) {
+            vitc_set_threads(t);
+            arena a;
+            arena_init(&a, (size_t)8 << 20);
+            arena_alloc(&a, 64); /* a mark in a chunk */
+            arena_mark m = arena_get_mark(&a);
+            arena_alloc(&a, gaps[g]);
+            float *data = arena_alloc(&a, bytes);
+            for (size_t i = 0; i < n; i++) data[i] = (float)i;
+            float *kept = arena_keep(&a, m, data, bytes);
+            size_t wrong = 0;
+            for (size_t i = 0; i < n; i++) wrong += kept[i] != (float)i;
+            EXPECT(kept == (float *)((char *)data - gaps[g]) && wrong == 0,
+                   "%d threads, gap %zu: moved by %td bytes, %zu of %zu values changed", t, gaps[g],
+                   (char *)data - (char *)kept, wrong, n);
+            arena_free(&a);
+        }
+    vitc_set_threads(threads);
+}
+
 TEST(arena_mark_release_restores_usage) {
     arena a;
     arena_init(&a, 256);
