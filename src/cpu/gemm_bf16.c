@@ -242,18 +242,13 @@ BF16_TARGET static void panel_rows(float *c, int ldc, const bf16 *a, int lda, co
 }
 
 #if VITC_AMX_KERNELS
-/* panel_rows on AMX tiles */
+/* panel_rows on AMX tiles, without its prefetches: there the training steps ran faster without
+ * them (docs/performance.md, "AMX products without prefetches") */
 BF16_TARGET static void amx_panel_rows(float *c, int ldc, const bf16 *a, int lda, const bf16 *bp,
-                                      int pairs, int rows, int n, epilogue e, region next_a,
-                                      int a_part, int a_parts, region next_b) {
-    int tiles = (rows + AMX_ROWS - 1) / AMX_ROWS;
-    for (int t = 0; t < tiles; t++) {
-        int i = t * AMX_ROWS;
-        prefetch_share(next_a, a_part + t, a_parts);
-        prefetch_share(next_b, t, tiles);
+                                      int pairs, int rows, int n, epilogue e) {
+    for (int i = 0; i < rows; i += AMX_ROWS)
         amx_tile(c + (size_t)i * ldc, ldc, a + (size_t)i * lda, lda, bp, pairs,
                  min_int(AMX_ROWS, rows - i), n, e);
-    }
 }
 #endif
 
@@ -307,12 +302,11 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
     bf16 b_panel[KC * PANEL] __attribute__((aligned(64)));
     int panels = (g->N + PANEL - 1) / PANEL, kp = even(g->K);
     int my_panels = (panels - p0 + step - 1) / step;
-    int tile_rows = TILE_ROWS;
 #if VITC_AMX_KERNELS
-    if (g->amx) amx_begin(), tile_rows = AMX_ROWS;
+    if (g->amx) amx_begin();
 #endif
     for (int r0 = i0; r0 < i1; r0 += ROW_BLOCK) {
-        int rows = min_int(ROW_BLOCK, i1 - r0), tiles = (rows + tile_rows - 1) / tile_rows;
+        int rows = min_int(ROW_BLOCK, i1 - r0), tiles = (rows + TILE_ROWS - 1) / TILE_ROWS;
         for (int k0 = 0; k0 < g->K; k0 += KC) {
             int kc = min_int(KC, g->K - k0), lda = KC;
             const bf16 *a = a_block;
@@ -329,18 +323,17 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
                 const bf16 *b = b_panel;
                 if (g->bp) b = g->bp + (size_t)p * PANEL * kp + (size_t)k0 * PANEL;
                 else pack_b_panel(b_panel, g->trans_b, g->B, g->B16, g->ldb, p * PANEL, n, k0, kc);
-                region next_b = p + step < panels ? b_region(g, (p + step) * PANEL, k0)
-                                : next_r0 < i1    ? b_region(g, p0 * PANEL, next_k0)
-                                                  : (region){0};
                 e.bias = g->bias ? g->bias + p * PANEL : NULL;
                 float *c = g->C + (size_t)r0 * g->ldc + p * PANEL;
 #if VITC_AMX_KERNELS
                 if (g->amx) {
-                    amx_panel_rows(c, g->ldc, a, lda, b, even(kc) / 2, rows, n, e, next_a,
-                                   q * tiles, my_panels * tiles, next_b);
+                    amx_panel_rows(c, g->ldc, a, lda, b, even(kc) / 2, rows, n, e);
                     continue;
                 }
 #endif
+                region next_b = p + step < panels ? b_region(g, (p + step) * PANEL, k0)
+                                : next_r0 < i1    ? b_region(g, p0 * PANEL, next_k0)
+                                                  : (region){0};
                 panel_rows(c, g->ldc, a, lda, b, even(kc) / 2, rows, n, e, next_a, q * tiles,
                            my_panels * tiles, next_b);
             }
