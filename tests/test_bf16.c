@@ -7,6 +7,7 @@
 
 #include "../src/core/cpu_features.h"
 #include "../src/core/precision.h"
+#include "../src/cpu/elementwise.h"
 #include "../src/cpu/gemm_bf16.h"
 #include "../src/ops/ops.h"
 #include "gradcheck.h"
@@ -258,6 +259,89 @@ TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
     EXPECT_ERROR(op_residual_linear(x, h, w2, NULL, false, 0, NULL), "a bf16 input (4, 16) is an MLP's hidden layer");
     tape_reset();
     vitc_set_precision(PRECISION_FP32, NULL);
+    arena_reset(&vitc_arena);
+}
+
+/* The GELUs that write bf16 (the MLP step's activation, fc2's operand): bit for bit the fp32
+ * GELU's value rounded by bf16_from_float, and the same slope, over two blocks and a tail, with
+ * signed zeros, infinities, a NaN, tails and values that round up into the next binade. */
+TEST(bf16_gelus_round_the_fp32_gelu) {
+    enum { N = 2 * 512 + 37 };
+    rng r;
+    rng_seed(&r, 31, RNG_TEST);
+    float x[N], act[N], slope[N], slope16[N];
+    bf16 x16[N], out[N], out_fwd[N];
+    static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e20f, -1e20f, -9.0f,
+                                    1e-30f, 0.70703125f, 3.984375f, -0.16992188f};
+    for (int i = 0; i < N; i++) {
+        float v = i < 12 ? special[i] : 3.0f * rng_normal(&r);
+        x16[i] = bf16_from_float(v);
+        x[i] = bf16_to_float(x16[i]);
+    }
+    gelu_value_and_slope(act, slope, x, N);
+    gelu_bf16_value_and_slope(out, slope16, x16, N);
+    gelu_forward_bf16(out_fwd, x, N);
+    int off = 0;
+    for (int i = 0; i < N; i++) {
+        bf16 want = bf16_from_float(act[i]);
+        bool same_slope = !memcmp(&slope[i], &slope16[i], sizeof(float));
+        if (out[i] != want || out_fwd[i] != want || !same_slope) {
+            if (off++ < 5)
+                fprintf(stderr,
+                        "    x = %a: gelu %a, bf16 %#x and %#x (want %#x), slope %a (want %a)\n",
+                        x[i], act[i], out[i], out_fwd[i], want, slope16[i], slope[i]);
+        }
+    }
+    EXPECT(off == 0, "%d of %d values differ from the fp32 GELU rounded", off, N);
+}
+
+/* The MLP step's backward from its bf16 hidden layer recomputes the activation in bf16 and hands
+ * it to fc2's weight gradient as stored: output and every gradient bit for bit those of the same
+ * step given the hidden layer in fp32 (the same rounded values), which the products round as they
+ * pack them. With drop path and several passes of samples. */
+TEST(bf16_mlp_backward_from_the_bf16_hidden_layer_is_the_fp32_one) {
+    SKIP_WITHOUT_BF16();
+    rng r;
+    rng_seed(&r, 37, RNG_TEST);
+    int C = 24, H = 300, B = 4, T = 1600; /* items_per_pass: two passes of two samples */
+    tensor *res = LEAF(&r, 1, B, T, C), *w2 = LEAF(&r, 0.3f, C, H), *b2 = LEAF(&r, 0.3f, C);
+    tensor *h32 = LEAF(&r, 1, B, T, H), *h16 = tensor_new_bf16(3, (int[]){B, T, H});
+    h16->requires_grad = true;
+    for (int64_t i = 0; i < h32->numel; i++) {
+        tensor_bf16(h16)[i] = bf16_from_float(h32->data[i]);
+        h32->data[i] = bf16_to_float(tensor_bf16(h16)[i]);
+    }
+    float *out[2], *grads[2][4];
+    for (int k = 0; k < 2; k++) {
+        tensor *h = k ? h16 : h32, *in[4] = {res, h, w2, b2};
+        for (int i = 0; i < 4; i++)
+            if (in[i]->grad) memset(in[i]->grad, 0, sizeof(float) * in[i]->numel);
+        vitc_set_precision(PRECISION_BF16, NULL);
+        rng drop;
+        rng_seed(&drop, 5, RNG_TEST);
+        tensor *y = op_residual_linear(res, h, w2, b2, true, 0.25f, &drop);
+        out[k] = malloc(sizeof(float) * y->numel);
+        memcpy(out[k], y->data, sizeof(float) * y->numel);
+        float *dy = malloc(sizeof(float) * y->numel);
+        for (int64_t i = 0; i < y->numel; i++) dy[i] = sinf(0.37f * (float)i);
+        tape_backward_from(y, dy);
+        free(dy);
+        for (int i = 0; i < 4; i++) {
+            grads[k][i] = malloc(sizeof(float) * in[i]->numel);
+            memcpy(grads[k][i], tensor_grad(in[i]), sizeof(float) * in[i]->numel);
+        }
+        tape_reset();
+        vitc_set_precision(PRECISION_FP32, NULL);
+    }
+    EXPECT(!memcmp(out[0], out[1], sizeof(float) * res->numel), "outputs differ");
+    static const char *names[4] = {"residual", "hidden layer", "fc2 weight", "fc2 bias"};
+    const int64_t sizes[4] = {res->numel, h32->numel, w2->numel, b2->numel};
+    for (int i = 0; i < 4; i++) {
+        EXPECT(!memcmp(grads[0][i], grads[1][i], sizeof(float) * sizes[i]),
+               "the gradient of the %s differs from the fp32 hidden layer's", names[i]);
+        free(grads[0][i]), free(grads[1][i]);
+    }
+    free(out[0]), free(out[1]);
     arena_reset(&vitc_arena);
 }
 

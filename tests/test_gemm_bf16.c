@@ -505,6 +505,19 @@ TEST(bf16_gemm_reads_bf16_operands_as_stored) {
                 for (size_t o = 0; o < nc; o++)
                     EXPECT(same(got[o], want[o]), "A in bf16, lda %d, trans_b %d, bias %d, %dx%dx%d threads %d: "
                            "C[%zu] = %a, want %a", lda, t, with_bias, s.M, s.N, s.K, threads, o, got[o], want[o]);
+                /* and against B packed beforehand (the MLP step's fc2 on its bf16 activation) */
+                bf16 *bp = arena_alloc(&vitc_arena, gemm_bf16_b_size(s.N, s.K) * sizeof(bf16));
+                gemm_bf16_pack_b(bp, t, s.N, s.K, B, ldb_f, threads);
+                memset(got, 0xff, nc * sizeof(float)); /* NaN: C is not read */
+                gemm_bf16_a16_packed_b_bias(s.M, s.N, s.K, A16, lda, bp, bias, got, ldc, threads);
+                for (int m = 0; m < s.M; m++)
+                    for (int n = 0; n < s.N; n++) {
+                        size_t o = (size_t)m * ldc + n;
+                        EXPECT(same(got[o], want[o]),
+                               "A in bf16, B packed, lda %d, trans_b %d, bias %d, %dx%dx%d "
+                               "threads %d: C[%zu] = %a, want %a",
+                               lda, t, with_bias, s.M, s.N, s.K, threads, o, got[o], want[o]);
+                    }
                 /* B (K, N) kept in bf16, A fp32 either way, accumulating into C */
                 int lda_f = (t ? s.M : s.K) + 3, ldb = s.N + (v == 1 ? 1 : 0);
                 float *A2 = randn(&r, (size_t)(t ? s.K : s.M) * lda_f, 1), *B2 = randn(&r, (size_t)s.K * ldb, 1);

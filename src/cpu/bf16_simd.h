@@ -43,6 +43,17 @@ BF16_TARGET INLINE __m512i pairs16(__m512 lo, __m512 hi) {
                                     (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
+/* the pairs (lo[l], hi[l]) of 32 bf16 lanes: lanes 0-15 in *first, 16-31 in *second; pairs16 for
+ * operands already in bf16 */
+BF16_TARGET INLINE void pairs32_bf16(__m512i lo, __m512i hi, __m512i *first, __m512i *second) {
+    static const uint16_t low_half[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                          37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                          11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    __m512i order = _mm512_loadu_si512(low_half);
+    *first = _mm512_permutex2var_epi16(lo, order, hi);
+    *second = _mm512_permutex2var_epi16(lo, _mm512_add_epi16(order, _mm512_set1_epi16(16)), hi);
+}
+
 /* t[l] (l < 16) = the pairs (x[2s][l], x[2s + 1][l]) of s = p0 .. p0 + 15 as 16 lanes: pairs of x's
  * rows (stride ld) turned, the columns `cols` (masked) of each, rows from `rows` on as zero. A
  * transposed operand's pairs, 16 columns at a time. */

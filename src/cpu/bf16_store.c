@@ -20,7 +20,25 @@ BF16_TARGET static void store_vectors(uint16_t *dst, float *x, int64_t n) {
         _mm512_mask_storeu_ps(x + i, m, _mm512_castsi512_ps(widened));
     }
 }
+
+BF16_TARGET static void round_vectors(uint16_t *dst, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = lanes((int)(n - i < 16 ? n - i : 16));
+        _mm256_mask_storeu_epi16(dst + i, m,
+                                 (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
 #endif
+
+void bf16_round(uint16_t *dst, const float *x, int64_t n) {
+#ifdef VITC_BF16_KERNELS
+    if (cpu_has_avx512_bf16()) {
+        round_vectors(dst, x, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) dst[i] = bf16_from_float(x[i]);
+}
 
 void bf16_store(uint16_t *dst, float *x, int64_t n) {
 #ifdef VITC_BF16_KERNELS

@@ -45,8 +45,13 @@ void copy_floats(float *dst, const float *src, int64_t n);
 
 void gelu_forward(float *out, const float *x, int64_t n);
 void gelu_backward(float *dx, const float *dout, const float *x, int64_t n);
+/* out = gelu(x) rounded to bf16 as bf16_from_float does: the operand a bf16 product reads */
+void gelu_forward_bf16(uint16_t *out, const float *x, int64_t n);
 /* out = gelu(x) and slope = gelu'(x), for a backward that recomputes the activation; out may be x */
 void gelu_value_and_slope(float *out, float *slope, const float *x, int64_t n);
+/* the same from a hidden layer kept in bf16 (bf16_store.h), out rounded to bf16 as
+ * bf16_from_float does: the bits the bf16 products would round gelu(x) to */
+void gelu_bf16_value_and_slope(uint16_t *out, float *slope, const uint16_t *x, int64_t n);
 void relu_forward(float *out, const float *x, int64_t n);
 void relu_backward(float *dx, const float *dout, const float *x, int64_t n);
 void softplus_forward(float *out, const float *x, int64_t n);

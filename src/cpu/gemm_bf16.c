@@ -9,25 +9,6 @@
 #include "amx.h"
 #include "bf16_simd.h"
 
-bf16 bf16_from_float(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    /* rounding would carry a NaN's mantissa into the exponent (or the sign) */
-    if ((u & 0x7fffffff) > 0x7f800000) return (bf16)((u | 0x400000) >> 16);
-    if ((u & 0x7f800000) == 0) return (bf16)(u >> 16 & 0x8000); /* subnormal: a signed 0 */
-    /* adding 0x7fff rounds up what lies above half an ulp of the kept bits; the kept lowest bit
-     * makes an exact half round up when that bit is odd: to even. A carry into the exponent is
-     * right too (up to inf). */
-    return (bf16)((u + 0x7fff + (u >> 16 & 1)) >> 16);
-}
-
-float bf16_to_float(bf16 h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 static int even(int k) { return k + (k & 1); }
 
 static int min_int(int a, int b) { return a < b ? a : b; }
@@ -104,6 +85,20 @@ BF16_TARGET INLINE __m512 values16(const float *B, const bf16 *B16, size_t at, _
  * bf16, not transposed) where the job has it */
 BF16_TARGET static void pack_b_panel(bf16 *bp, bool trans_b, const float *B, const bf16 *B16, int ldb,
                                      int j0, int n, int k0, int kc) {
+    if (!trans_b && B16) { /* two rows of bf16 give the pairs of the panel's columns */
+        __mmask32 cols = lanes32(n);
+        for (int p = 0; 2 * p < kc; p++) {
+            const bf16 *row = B16 + (size_t)(k0 + 2 * p) * ldb + j0;
+            __m512i lo = _mm512_maskz_loadu_epi16(cols, row);
+            __m512i hi = 2 * p + 1 < kc ? _mm512_maskz_loadu_epi16(cols, row + ldb)
+                                        : _mm512_setzero_si512();
+            __m512i first, second;
+            pairs32_bf16(lo, hi, &first, &second);
+            _mm512_storeu_si512(bp + 2 * (size_t)p * PANEL, first);
+            _mm512_storeu_si512(bp + 2 * ((size_t)p * PANEL + 16), second);
+        }
+        return;
+    }
     if (!trans_b) { /* B stored (K, N): two rows give the pairs of 16 columns */
         for (int p = 0; 2 * p < kc; p++) {
             size_t row = (size_t)(k0 + 2 * p) * ldb + j0;
@@ -453,6 +448,13 @@ void gemm_bf16_packed_b_bias(int M, int N, int K, const float *A, int lda, const
     gemm_run(&g, threads);
 }
 
+void gemm_bf16_a16_packed_b_bias(int M, int N, int K, const bf16 *A, int lda, const bf16 *bp,
+                                 const float *bias, float *C, int ldc, int threads) {
+    gemm_job g = {.M = M, .N = N, .K = K, .alpha = 1.0f, .A16 = A, .lda = lda, .bp = bp, .C = C,
+                  .ldc = ldc, .bias = bias};
+    gemm_run(&g, threads);
+}
+
 void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
                       float *C, int ldc, int threads) {
     gemm_job g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .ap = ap, .bp = bp, .C = C,
@@ -521,6 +523,13 @@ void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *
 
 void gemm_bf16_packed_b_bias(int M, int N, int K, const float *A, int lda, const bf16 *bp,
                              const float *bias, float *C, int ldc, int threads) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)bp, (void)bias, (void)C, (void)ldc;
+    (void)threads;
+    unsupported();
+}
+
+void gemm_bf16_a16_packed_b_bias(int M, int N, int K, const bf16 *A, int lda, const bf16 *bp,
+                                 const float *bias, float *C, int ldc, int threads) {
     (void)M, (void)N, (void)K, (void)A, (void)lda, (void)bp, (void)bias, (void)C, (void)ldc;
     (void)threads;
     unsupported();

@@ -16,18 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* a bfloat16: the upper half of a float32's bits (8 exponent bits, 7 of mantissa) */
-typedef uint16_t bf16;
+#include "bf16.h"
 
 #define GEMM_BF16_KC 384 /* the blocks of the inner dimension (even) */
-
-/* rounded to nearest, ties to even, as PyTorch's .to(torch.bfloat16); out of range becomes ±inf;
- * a NaN stays a NaN of the same sign, made quiet (PyTorch gives 0x7fc0 for every NaN); a subnormal
- * (|x| < 2^-126) becomes a signed 0, where PyTorch keeps a bf16 subnormal: bit for bit what
- * vcvtne2ps2bf16 does, so that scalar code and the packing agree, and what vitc's FTZ/DAZ mode and
- * vdpbf16ps (which reads bf16 subnormals as 0) do anyway */
-bf16 bf16_from_float(float x);
-float bf16_to_float(bf16 h); /* exact */
 
 /* Where the processor has AMX-BF16 (cpu_has_amx_bf16), the products run on its tiles instead:
  * the same packing and blocks of K, and in each block the chunks of 32 of K (16 pairs) from its
@@ -72,6 +63,9 @@ void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *
  * chunks. The same sums as gemm_bf16_bias. */
 void gemm_bf16_packed_b_bias(int M, int N, int K, const float *A, int lda, const bf16 *bp,
                              const float *bias, float *C, int ldc, int threads);
+/* the same with A already in bf16 (A16, as gemm_bf16_a16_bias) */
+void gemm_bf16_a16_packed_b_bias(int M, int N, int K, const bf16 *A, int lda, const bf16 *bp,
+                                 const float *bias, float *C, int ldc, int threads);
 /* the same from gemm_bf16_pack_a's and gemm_bf16_pack_b's outputs: the same sums */
 void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
                       float *C, int ldc, int threads);

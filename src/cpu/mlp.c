@@ -60,8 +60,13 @@ void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, f
         layernorm_forward(y, mean + r0, rstd + r0, res + r0 * C, ln_w, ln_b, rows, C, eps);
         layer(pre, y, w1, w1p, b1, rows, C, H);
         if (h_bf16) bf16_store(h_bf16 + r0 * H, pre, (int64_t)rows * H);
-        gelu_forward(act, pre, (int64_t)rows * H);
-        layer(branch, act, w2, w2p, b2, rows, H, C);
+        if (w2p) { /* the activation in bf16, as fc2's product reads it: nothing to pack */
+            gelu_forward_bf16((bf16 *)act, pre, (int64_t)rows * H);
+            gemm_bf16_a16_packed_b_bias(rows, C, H, (bf16 *)act, H, w2p, b2, branch, C, 1);
+        } else {
+            gelu_forward(act, pre, (int64_t)rows * H);
+            layer(branch, act, w2, w2p, b2, rows, H, C);
+        }
         for (int i = 0; i < rows; i++) {
             float k = keep ? keep[(r0 + i) / d->rows_per_sample] : 1.0f;
             const float *src = res + (r0 + i) * C, *add = branch + (size_t)i * C;

@@ -284,6 +284,15 @@ static __global__ void gelu_value_and_slope_kernel(float *out, float *slope, con
     }
 }
 
+static __global__ void gelu_bf16_value_and_slope_kernel(uint16_t *out, float *slope,
+                                                        const uint16_t *x, int64_t n) {
+    GRID_STRIDE_LOOP(i, n) {
+        float v = bf16_value(x[i]), cdf = normcdff(v);
+        out[i] = bf16_bits(v * cdf);
+        slope[i] = cdf + v * normal_pdf(v);
+    }
+}
+
 static __global__ void relu_forward_kernel(float *out, const float *x, int64_t n) {
     GRID_STRIDE_LOOP(i, n)
     out[i] = x[i] > 0 ? x[i] : 0.0f;
@@ -325,6 +334,10 @@ extern "C" void cuda_gelu_backward(float *dx, const float *dout, const float *x,
 }
 extern "C" void cuda_gelu_value_and_slope(float *out, float *slope, const float *x, int64_t n) {
     launch_flat(gelu_value_and_slope_kernel, n, out, slope, x, n);
+}
+extern "C" void cuda_gelu_bf16_value_and_slope(uint16_t *out, float *slope, const uint16_t *x,
+                                               int64_t n) {
+    launch_flat(gelu_bf16_value_and_slope_kernel, n, out, slope, x, n);
 }
 extern "C" void cuda_relu_forward(float *out, const float *x, int64_t n) {
     launch_flat(relu_forward_kernel, n, out, x, n);

@@ -32,8 +32,8 @@
 #define KERNELS_ELEMENTWISE(X)                                                                     \
     X(binary_forward) X(binary_backward) X(broadcast_reduce) X(expand_forward) X(accumulate)       \
     X(copy_floats) X(scale_forward) X(scale_backward) X(add_scalar_forward) X(gelu_forward)        \
-    X(gelu_backward) X(gelu_value_and_slope) X(relu_forward) X(relu_backward) X(softplus_forward)  \
-    X(softplus_backward) X(pow_forward) X(pow_backward)
+    X(gelu_backward) X(gelu_value_and_slope) X(gelu_bf16_value_and_slope) X(relu_forward)          \
+    X(relu_backward) X(softplus_forward) X(softplus_backward) X(pow_forward) X(pow_backward)
 /* the *_scratch_floats entries size the scratch of the kernels after them: a device needs other amounts */
 #define KERNELS_LINEAR_ATTENTION(X)                                                                \
     X(focus_scratch_floats) X(focus_forward) X(focus_backward) X(linear_attention_forward)         \

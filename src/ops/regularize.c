@@ -131,14 +131,14 @@ void op_residual_linear_backward(tape_node *n) {
     size_t most = (size_t)group * rows;
     float *gm = own_g ? scratch_floats(most * N) : NULL;
     float *act = gelu ? scratch_floats(most * K) : NULL, *slope = gelu ? scratch_floats(most * K) : NULL;
+    /* a bf16 hidden layer's activation is recomputed as bf16, the operand fc2's weight gradient
+     * would round it to: the product reads half the bytes and packs none */
+    size_t n_act16 = h->bf16 ? (most * K + 1) / 2 : 0;
+    uint16_t *act16 = h->bf16 ? (uint16_t *)scratch_floats(n_act16) : NULL;
     for (int s0 = 0; s0 < B; s0 += group) {
         int gs = s0 + group < B ? group : B - s0, gm_rows = gs * rows;
         size_t r0 = (size_t)s0 * rows;
-        const float *g = n->out->grad + r0 * N, *hs = act;
-        if (h->bf16) /* widened where the activation will be: gelu_value_and_slope may run in place */
-            kernels->bf16_load(act, tensor_bf16(h) + r0 * K, (int64_t)gm_rows * K);
-        else
-            hs = h->data + r0 * K;
+        const float *g = n->out->grad + r0 * N;
         float *dhs = dh ? dh + r0 * K : NULL;
         if (geom.H) {
             kernels->window_copy(gm, (float *)g, gs, geom.H, geom.W, N, geom.wh, geom.ww, geom.shift, true, false);
@@ -149,19 +149,25 @@ void op_residual_linear_backward(tape_node *n) {
             g = gm;
         }
         if (!gelu) {
-            kernels->linear_backward(dhs, dw, db, g, hs, w->data, gm_rows, K, N);
+            kernels->linear_backward(dhs, dw, db, g, h->data + r0 * K, w->data, gm_rows, K, N);
             continue;
         }
         /* the activation is recomputed, not kept */
         int64_t n_act = (int64_t)gm_rows * K;
-        kernels->gelu_value_and_slope(act, slope, hs, n_act);
-        kernels->linear_backward(NULL, dw, db, g, act, w->data, gm_rows, K, N);
+        if (h->bf16) {
+            kernels->gelu_bf16_value_and_slope(act16, slope, tensor_bf16(h) + r0 * K, n_act);
+            kernels->linear_backward_bf16_input(NULL, dw, db, g, act16, w->data, gm_rows, K, N);
+        } else {
+            kernels->gelu_value_and_slope(act, slope, h->data + r0 * K, n_act);
+            kernels->linear_backward(NULL, dw, db, g, act, w->data, gm_rows, K, N);
+        }
         if (dhs) {
             float *dact = act; /* consumed: its buffer takes d(loss)/d(activation) */
             kernels->gemm(false, false, gm_rows, K, N, 1.0f, g, w->data, 0.0f, dact);
             kernels->scale_groups(dhs, dact, slope, n_act, 1, true);
         }
     }
+    scratch_done((float *)act16, n_act16);
     scratch_done(gm, most * N);
     scratch_done(act, most * K);
     scratch_done(slope, most * K);
