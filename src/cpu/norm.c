@@ -34,6 +34,16 @@ void layernorm_apply(float *out, const float *x, const float *mean, const float 
  * column-block split read dout and x a second time). */
 #define LAYERNORM_CHUNKS 32
 
+/* x is a kept activation far away in memory, dout and dx as large: each row fetches the rows two
+ * ahead of the three, which the row-by-row loop gave the hardware too little time to fetch */
+static inline void fetch_rows_ahead(const float *g, const float *x, const float *dx, int C) {
+    for (int j = 0; j < C; j += 16) {
+        __builtin_prefetch(g + 2 * C + j);
+        __builtin_prefetch(x + 2 * C + j);
+        if (dx) __builtin_prefetch(dx + 2 * C + j, 1);
+    }
+}
+
 void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                         const float *mean, const float *rstd, const float *w, int64_t M, int C) {
     size_t n_part = dw || db ? 2 * (size_t)LAYERNORM_CHUNKS * C : 0;
@@ -45,6 +55,7 @@ void layernorm_backward(float *dx, float *dw, float *db, const float *dout, cons
             for (int j = 0; j < 2 * C; j++) part_w[j] = 0;
         for (int64_t r = M * c / LAYERNORM_CHUNKS; r < M * (c + 1) / LAYERNORM_CHUNKS; r++) {
             const float *g = dout + r * C, *xr = x + r * C;
+            fetch_rows_ahead(g, xr, dx ? dx + r * C : NULL, C);
             float m = mean[r], s = rstd[r], gh[C], xh[C];
             for (int j = 0; j < C; j++) gh[j] = g[j] * w[j], xh[j] = (xr[j] - m) * s;
             if (dx) {
