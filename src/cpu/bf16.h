@@ -1,5 +1,5 @@
-/* The bfloat16 number and its conversions, inline so that the loops that round (the GELU of a bf16
- * hidden layer, the scalar paths of the bf16 kernels) vectorize them. */
+/* The bfloat16 number and its conversions, inline so that the loops over them vectorize (the GELU
+ * of a bf16 hidden layer widens it; bf16_round rounds this way on a CPU without AVX512_BF16). */
 #pragma once
 #include <stdint.h>
 #include <string.h>

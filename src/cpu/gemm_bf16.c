@@ -72,14 +72,6 @@ BF16_TARGET static void pack_a_block(bf16 *ap, int lda_p, bool trans_a, const fl
         }
 }
 
-/* the m (masked) values of B or, where the job has it, B16 (stored in bf16) at element `at`, as
- * floats: a bf16 widened is exact, so rounding it again for the pairs gives it back */
-BF16_TARGET INLINE __m512 values16(const float *B, const bf16 *B16, size_t at, __mmask16 m) {
-    if (!B16) return _mm512_maskz_loadu_ps(m, B + at);
-    __m512i widened = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, B16 + at));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(widened, 16));
-}
-
 /* bp (pairs, PANEL, 2) = op(B)'s columns j0..j0 + n (n <= PANEL, zero beyond), rows k0..k0 + kc in
  * pairs (zero past kc up to even): the order in which the tile reads them; from B16 (stored in
  * bf16, not transposed) where the job has it */
@@ -103,8 +95,8 @@ BF16_TARGET static void pack_b_panel(bf16 *bp, bool trans_b, const float *B, con
         for (int p = 0; 2 * p < kc; p++) {
             size_t row = (size_t)(k0 + 2 * p) * ldb + j0;
             for (int h = 0; h < PANEL; h += 16) {
-                __m512 lo = values16(B, B16, row + h, lanes(n - h));
-                __m512 hi = 2 * p + 1 < kc ? values16(B, B16, row + ldb + h, lanes(n - h))
+                __m512 lo = _mm512_maskz_loadu_ps(lanes(n - h), B + row + h);
+                __m512 hi = 2 * p + 1 < kc ? _mm512_maskz_loadu_ps(lanes(n - h), B + row + ldb + h)
                                            : _mm512_setzero_ps();
                 _mm512_storeu_si512(bp + 2 * ((size_t)p * PANEL + h), pairs16(lo, hi));
             }

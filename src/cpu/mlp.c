@@ -65,7 +65,7 @@ void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, f
             gemm_bf16_a16_packed_b_bias(rows, C, H, (bf16 *)act, H, w2p, b2, branch, C, 1);
         } else {
             gelu_forward(act, pre, (int64_t)rows * H);
-            layer(branch, act, w2, w2p, b2, rows, H, C);
+            layer(branch, act, w2, NULL, b2, rows, H, C);
         }
         for (int i = 0; i < rows; i++) {
             float k = keep ? keep[(r0 + i) / d->rows_per_sample] : 1.0f;
