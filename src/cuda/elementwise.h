@@ -30,6 +30,7 @@ void cuda_gelu_forward(float *out, const float *x, int64_t n);
 void cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t n);
 /* out = gelu(x) and slope = gelu'(x), for a backward that recomputes the activation */
 void cuda_gelu_value_and_slope(float *out, float *slope, const float *x, int64_t n);
+/* the same from a bf16 hidden layer, out rounded to bf16 (src/cpu/elementwise.h) */
 void cuda_gelu_bf16_value_and_slope(uint16_t *out, float *slope, const uint16_t *x, int64_t n);
 void cuda_relu_forward(float *out, const float *x, int64_t n);
 void cuda_relu_backward(float *dx, const float *dout, const float *x, int64_t n);

@@ -132,7 +132,7 @@ void op_residual_linear_backward(tape_node *n) {
     float *gm = own_g ? scratch_floats(most * N) : NULL;
     float *act = gelu ? scratch_floats(most * K) : NULL, *slope = gelu ? scratch_floats(most * K) : NULL;
     /* a bf16 hidden layer's activation is recomputed as bf16, the operand fc2's weight gradient
-     * would round it to: the product reads half the bytes and packs none */
+     * would round it to: the product reads half the bytes and rounds nothing */
     size_t n_act16 = h->bf16 ? (most * K + 1) / 2 : 0;
     uint16_t *act16 = h->bf16 ? (uint16_t *)scratch_floats(n_act16) : NULL;
     for (int s0 = 0; s0 < B; s0 += group) {
