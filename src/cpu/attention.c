@@ -96,10 +96,7 @@ WIDE_VECTORS void attn_block_add_bias_mask(float *L, const attn_dims *a, int pai
 /* softmax of each row in place; lse (rows) receives each row's log-sum-exp */
 WIDE_VECTORS void attn_block_softmax(float *L, float *lse, int rows, size_t mp) {
     for (int i = 0; i < rows; i++) lse[i] = reduce_max(L + i * mp, (int)mp);
-    for (int i = 0; i < rows; i++) {
-        float *p = L + i * mp, mx = lse[i];
-        for (size_t j = 0; j < mp; j++) p[j] = fast_expf(p[j] - mx);
-    }
+    for (int i = 0; i < rows; i++) exp_shifted_row(L + i * mp, (int)mp, lse[i]);
     for (int i = 0; i < rows; i++) {
         float *p = L + i * mp, sum = reduce_sum(p, (int)mp), inv = 1.0f / sum;
         for (size_t j = 0; j < mp; j++) p[j] *= inv;
@@ -109,10 +106,7 @@ WIDE_VECTORS void attn_block_softmax(float *L, float *lse, int rows, size_t mp) 
 
 /* the forward's probabilities again from the logits (bias and mask added) and each row's lse */
 WIDE_VECTORS void attn_block_probs(float *L, const float *lse, int rows, size_t mp) {
-    for (int i = 0; i < rows; i++) {
-        float *p = L + i * mp, row_lse = lse[i];
-        for (size_t j = 0; j < mp; j++) p[j] = fast_expf(p[j] - row_lse);
-    }
+    for (int i = 0; i < rows; i++) exp_shifted_row(L + i * mp, (int)mp, lse[i]);
 }
 
 /* bt (d, mp) = scale * bᵀ for b's m rows (row stride ld), zero in the padding columns */

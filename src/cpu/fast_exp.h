@@ -17,3 +17,40 @@ static inline float fast_expf(float in) {
     memcpy(&scale, &bits, sizeof(scale));
     return in == in ? p * scale : in;
 }
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+/* fast_expf on 16 lanes with AVX-512's own steps: rounding k by vrndscaleps and 2^k by vscalefps
+ * leave no clamp at the top (it overflows to inf) and none for NaN (it passes through); below -100
+ * the result is 0. About half the instructions of the vectorised fast_expf. */
+static inline __m512 fast_exp16(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-100.0f), x); /* vmaxps returns a NaN second operand */
+    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145752f), x);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860677e-6f), r);
+    __m512 p = _mm512_set1_ps(0.00138888889f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.00833333333f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.0416666667f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.166666667f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, k);
+}
+#endif
+
+/* p[j] = e^(p[j] - shift) over a row: softmax's exponentials */
+static inline void exp_shifted_row(float *p, int n, float shift) {
+#ifdef __AVX512F__
+    __m512 s = _mm512_set1_ps(shift);
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 live = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(live, p + j), s);
+        _mm512_mask_storeu_ps(p + j, live, fast_exp16(x));
+    }
+#else
+    for (int j = 0; j < n; j++) p[j] = fast_expf(p[j] - shift);
+#endif
+}

@@ -96,7 +96,7 @@ void l2norm_backward(float *dx, const float *dout, const float *x, const float *
 
 float softmax_row(float *p, int n) {
     float mx = reduce_max(p, n);
-    for (int j = 0; j < n; j++) p[j] = fast_expf(p[j] - mx);
+    exp_shifted_row(p, n, mx);
     float sum = reduce_sum(p, n), inv = 1.0f / sum;
     for (int j = 0; j < n; j++) p[j] *= inv;
     return mx + logf(sum);

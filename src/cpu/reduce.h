@@ -4,6 +4,10 @@
 #pragma once
 #include <math.h>
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 #define REDUCE_LANES 16
 
 /* the lanes combined pairwise: 4 dependent steps instead of 16 (short rows, as attention's, were
@@ -42,10 +46,19 @@ static inline float reduce_dot(const float *x, const float *y, int n) {
 
 static inline float reduce_max(const float *x, int n) {
     float acc[REDUCE_LANES];
-    for (int l = 0; l < REDUCE_LANES; l++) acc[l] = -INFINITY;
     int j = 0;
+#ifdef __AVX512F__
+    /* GCC leaves the loop below scalar (attention's softmax spent more on its maxima than on its
+     * exponentials); vmaxps(x, acc) is its comparison exactly, NaN in x ignored included */
+    __m512 lanes = _mm512_set1_ps(-INFINITY);
+    for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
+        lanes = _mm512_max_ps(_mm512_loadu_ps(x + j), lanes);
+    _mm512_storeu_ps(acc, lanes);
+#else
+    for (int l = 0; l < REDUCE_LANES; l++) acc[l] = -INFINITY;
     for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
         for (int l = 0; l < REDUCE_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+#endif
     float m = lanes_max(acc);
     for (; j < n; j++) m = x[j] > m ? x[j] : m;
     return m;
