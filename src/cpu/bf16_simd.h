@@ -1,5 +1,5 @@
 /* The vector pieces of the bf16 kernels (gemm_bf16.c, attention_bf16.c): rounding 32 floats to bf16,
- * interleaving two rows into the pairs vdpbf16ps multiplies, masks of the first m lanes.
+ * interleaving two rows into the pairs vdpbf16ps multiplies.
  * VITC_BF16_KERNELS is defined where the compiler knows AVX512_BF16 (GCC >= 10, Clang >= 9, x86-64);
  * the code carries the target attribute, so the rest of the build needs no -mavx512bf16 and runs on
  * any x86-64 (the kernels check the CPU before their first instruction). */
@@ -20,11 +20,6 @@
 
 #define BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
 #define INLINE static inline __attribute__((always_inline))
-
-/* the lowest m (clamped to 0..16) lanes */
-static inline __mmask16 lanes(int m) {
-    return m >= 16 ? 0xffff : m <= 0 ? 0 : (__mmask16)((1u << m) - 1);
-}
 
 /* the m (<= 32) floats at x as 32 bf16 in order, zeros past m: 16 pairs. vcvtne2ps2bf16 rounds as
  * bf16_from_float does, bit for bit. */

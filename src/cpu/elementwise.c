@@ -281,11 +281,10 @@ static inline void normal_cdf_pdf16(__m512 x, __m512 *cdf, __m512 *pdf) {
 
 static void normal_cdf_pdf_block(float *cdf, float *pdf, const float *x, int m) {
     for (int i = 0; i < m; i += 16) {
-        __mmask16 live = m - i >= 16 ? 0xffff : (__mmask16)((1u << (m - i)) - 1);
         __m512 c, d;
-        normal_cdf_pdf16(_mm512_maskz_loadu_ps(live, x + i), &c, &d);
-        _mm512_mask_storeu_ps(cdf + i, live, c);
-        _mm512_mask_storeu_ps(pdf + i, live, d);
+        normal_cdf_pdf16(_mm512_maskz_loadu_ps(lanes(m - i), x + i), &c, &d);
+        _mm512_mask_storeu_ps(cdf + i, lanes(m - i), c);
+        _mm512_mask_storeu_ps(pdf + i, lanes(m - i), d);
     }
 }
 #else

@@ -18,9 +18,9 @@ static inline float fast_expf(float in) {
     return in == in ? p * scale : in;
 }
 
-#ifdef __AVX512F__
-#include <immintrin.h>
+#include "simd.h"
 
+#ifdef __AVX512F__
 /* fast_expf on 16 lanes with AVX-512's own steps: rounding k by vrndscaleps and 2^k by vscalefps
  * leave no clamp at the top (it overflows to inf) and none for NaN (it passes through); below -100
  * the result is 0. About half the instructions of the vectorised fast_expf. */
@@ -46,9 +46,8 @@ static inline void exp_shifted_row(float *p, int n, float shift) {
 #ifdef __AVX512F__
     __m512 s = _mm512_set1_ps(shift);
     for (int j = 0; j < n; j += 16) {
-        __mmask16 live = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
-        __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(live, p + j), s);
-        _mm512_mask_storeu_ps(p + j, live, fast_exp16(x));
+        __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes(n - j), p + j), s);
+        _mm512_mask_storeu_ps(p + j, lanes(n - j), fast_exp16(x));
     }
 #else
     for (int j = 0; j < n; j++) p[j] = fast_expf(p[j] - shift);

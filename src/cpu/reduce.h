@@ -50,10 +50,10 @@ static inline float reduce_max(const float *x, int n) {
 #ifdef __AVX512F__
     /* GCC leaves the loop below scalar (attention's softmax spent more on its maxima than on its
      * exponentials); vmaxps(x, acc) is its comparison exactly, NaN in x ignored included */
-    __m512 lanes = _mm512_set1_ps(-INFINITY);
+    __m512 maxima = _mm512_set1_ps(-INFINITY);
     for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
-        lanes = _mm512_max_ps(_mm512_loadu_ps(x + j), lanes);
-    _mm512_storeu_ps(acc, lanes);
+        maxima = _mm512_max_ps(_mm512_loadu_ps(x + j), maxima);
+    _mm512_storeu_ps(acc, maxima);
 #else
     for (int l = 0; l < REDUCE_LANES; l++) acc[l] = -INFINITY;
     for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)

@@ -16,6 +16,15 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float vec16 __attribute__((vector_size(64)));
 
+#ifdef __x86_64__
+#include <immintrin.h>
+
+/* the lowest m (clamped to 0..16) lanes of an AVX-512 mask: a row's last, partial vector */
+static inline __mmask16 lanes(int m) {
+    return m >= 16 ? 0xffff : m <= 0 ? 0 : (__mmask16)((1u << m) - 1);
+}
+#endif
+
 static inline vec16 load16(const float *p) {
     vec16 v;
     memcpy(&v, p, sizeof v);
