@@ -1,4 +1,5 @@
-/* e^x in plain arithmetic the compiler vectorises (libm's expf stops it), for softmax and GELU. */
+/* e^x for softmax and GELU: in plain arithmetic the compiler vectorises (libm's expf stops it), and
+ * with AVX-512 in its own instructions, 16 lanes at a time. */
 #pragma once
 #include <stdint.h>
 #include <string.h>
