@@ -9,6 +9,8 @@
 #include "../src/core/precision.h"
 #include "../src/cpu/elementwise.h"
 #include "../src/cpu/gemm_bf16.h"
+#include "../src/cpu/mlp.h"
+#include "../src/core/threads.h"
 #include "../src/ops/ops.h"
 #include "gradcheck.h"
 #include "model_check.h"
@@ -359,6 +361,52 @@ static tensor *windows_qkv_fn(tensor **in, const void *ctx) {
     tensor *qkv[3];
     for (int i = 0; i < 3; i++) qkv[i] = op_linear_rows(win, in[3], in[4], i * C, C);
     return op_concat(3, qkv, 2);
+}
+
+/* The fused backward of a bf16 hidden layer gives the bits of the three passes it replaces
+ * (gelu_bf16_value_and_slope, the product g w2, scale_groups' accumulation into dh), with dh or
+ * without, on one thread or two: row chunks and a short last one, fewer rows than a chunk, a
+ * hidden width whose chunks are the fewest rows, two blocks of the product's inner dimension. */
+TEST(bf16_mlp_hidden_backward_is_the_three_passes_it_fuses) {
+    SKIP_WITHOUT_BF16();
+    static const struct { int M, C, H; } shapes[] = {
+        {1000, 24, 300}, {77, 96, 384}, {150, 40, 2900}, {200, 400, 96}};
+    int threads = vitc_threads();
+    rng r;
+    rng_seed(&r, 41, RNG_TEST);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int M = shapes[s].M, C = shapes[s].C, H = shapes[s].H;
+        size_t n = (size_t)M * H;
+        bf16 *h = malloc(n * sizeof(bf16)), *act[2] = {malloc(n * sizeof(bf16)), malloc(n * sizeof(bf16))};
+        float *g = malloc(sizeof(float) * M * C), *w2 = malloc(sizeof(float) * C * H);
+        float *dh[2] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
+        float *slope = malloc(sizeof(float) * n), *dact = malloc(sizeof(float) * n);
+        for (size_t i = 0; i < n; i++) h[i] = bf16_from_float(i == 5 ? NAN : 3.0f * rng_normal(&r));
+        for (int i = 0; i < M * C; i++) g[i] = rng_normal(&r);
+        for (int i = 0; i < C * H; i++) w2[i] = 0.2f * rng_normal(&r);
+        for (int t = 1; t <= 2; t++)
+            for (int with_dh = 0; with_dh < 2; with_dh++) {
+                vitc_set_threads(t);
+                for (size_t i = 0; i < n; i++) dh[0][i] = dh[1][i] = 0.01f * (float)(i % 97);
+                gelu_bf16_value_and_slope(act[0], slope, h, (int64_t)n);
+                gemm_bf16(false, false, M, H, C, 1.0f, g, C, w2, H, 0.0f, dact, H, t);
+                scale_groups(dh[0], dact, slope, (int64_t)n, 1, true);
+                mlp_dims d = {M, C, H, M};
+                float *scratch = malloc(sizeof(float) * mlp_hidden_backward_scratch_floats(&d));
+                mlp_hidden_backward_bf16(with_dh ? dh[1] : NULL, act[1], h, g, w2, &d, scratch);
+                free(scratch);
+                EXPECT(!memcmp(act[0], act[1], n * sizeof(bf16)),
+                       "%d x %d x %d, %d threads: the activation differs", M, C, H, t);
+                bool untouched = true;
+                for (size_t i = 0; i < n; i++) untouched &= dh[1][i] == 0.01f * (float)(i % 97);
+                EXPECT(with_dh ? !memcmp(dh[0], dh[1], n * sizeof(float)) : untouched,
+                       "%d x %d x %d, %d threads, %s dh: its gradient %s", M, C, H, t,
+                       with_dh ? "with" : "without", with_dh ? "differs" : "was written");
+            }
+        free(h), free(act[0]), free(act[1]), free(g), free(w2), free(dh[0]), free(dh[1]);
+        free(slope), free(dact);
+    }
+    vitc_set_threads(threads);
 }
 
 /* Under bf16 the normalised windows the tape keeps (Swin's and CSwin's norm1, read only by the qkv

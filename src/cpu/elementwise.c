@@ -244,9 +244,6 @@ void binary_backward(binary_op op, float *ga, float *gb, const float *gout, cons
     }
 }
 
-/* values a thread takes at a time in the GELUs */
-#define GELU_BLOCK 512
-
 /* Phi(x) and phi(x) of x[0..m), m <= GELU_BLOCK: every GELU's one place for them. The tail
  * Phi(-|x|) = phi(x) R(|x|) with R a degree-4/5 rational fit of the Mills ratio
  * (tools/fit_mills_ratio.py: relative error < 4e-7 in float on [0, 7]; beyond, phi < 1e-11 and R
@@ -367,23 +364,34 @@ WIDE_VECTORS void gelu_value_and_slope(float *out, float *slope, const float *x,
     }
 }
 
-WIDE_VECTORS void gelu_bf16_value_and_slope(uint16_t *out, float *slope, const uint16_t *x,
-                                            int64_t n) {
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < n; b += GELU_BLOCK) {
-        fetch_ahead(x + b, GELU_BLOCK * sizeof *x);
-        float v[GELU_BLOCK], cdf[GELU_BLOCK], pdf[GELU_BLOCK];
-        int m = block_size(n, b);
+/* (GCC sees the block's last vector read past m, under a mask that leaves those lanes unread, and
+ * warns that v may be unset there) */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+WIDE_VECTORS void gelu_bf16_value_and_slope_block(uint16_t *out, float *slope, const uint16_t *x,
+                                                  int m) {
+    fetch_ahead(x, GELU_BLOCK * sizeof *x);
+    float v[GELU_BLOCK], cdf[GELU_BLOCK], pdf[GELU_BLOCK];
 #pragma omp simd
-        for (int i = 0; i < m; i++) v[i] = bf16_to_float(x[b + i]);
-        normal_cdf_pdf_block(cdf, pdf, v, m);
+    for (int i = 0; i < m; i++) v[i] = bf16_to_float(x[i]);
+    normal_cdf_pdf_block(cdf, pdf, v, m);
 #pragma omp simd
-        for (int i = 0; i < m; i++) {
-            slope[b + i] = cdf[i] + v[i] * pdf[i];
-            v[i] *= cdf[i];
-        }
-        bf16_round(out + b, v, m);
+    for (int i = 0; i < m; i++) {
+        slope[i] = cdf[i] + v[i] * pdf[i];
+        v[i] *= cdf[i];
     }
+    bf16_round(out, v, m);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+void gelu_bf16_value_and_slope(uint16_t *out, float *slope, const uint16_t *x, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < n; b += GELU_BLOCK)
+        gelu_bf16_value_and_slope_block(out + b, slope + b, x + b, block_size(n, b));
 }
 
 void accumulate(float *dst, const float *src, int64_t n) {

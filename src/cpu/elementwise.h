@@ -52,6 +52,10 @@ void gelu_value_and_slope(float *out, float *slope, const float *x, int64_t n);
 /* the same from a hidden layer kept in bf16 (bf16_store.h), out rounded to bf16 as
  * bf16_from_float does: the bits the bf16 products would round gelu(x) to */
 void gelu_bf16_value_and_slope(uint16_t *out, float *slope, const uint16_t *x, int64_t n);
+/* values a thread takes at a time in the GELUs */
+#define GELU_BLOCK 512
+/* one block of it (m <= GELU_BLOCK) on the calling thread, for a kernel that fuses it with more */
+void gelu_bf16_value_and_slope_block(uint16_t *out, float *slope, const uint16_t *x, int m);
 void relu_forward(float *out, const float *x, int64_t n);
 void relu_backward(float *dx, const float *dout, const float *x, int64_t n);
 void softplus_forward(float *out, const float *x, int64_t n);

@@ -76,6 +76,46 @@ void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, f
     }
 }
 
+/* the hidden layer's chunks: a chunk's g w2 in about 1 MiB, the chunks shared evenly among the
+ * threads */
+static int hidden_chunk_rows(const mlp_dims *d) {
+    int most = (int)((1 << 18) / d->hidden) / 32 * 32;
+    return most < 32 ? 32 : most;
+}
+
+static int even_chunk_rows(const mlp_dims *d, int threads) {
+    int64_t most = hidden_chunk_rows(d), rounds = (d->M + most * threads - 1) / (most * threads);
+    int64_t chunks = rounds * threads, rows = (d->M + chunks - 1) / chunks;
+    return (int)((rows + 15) / 16 * 16);
+}
+
+size_t mlp_hidden_backward_scratch_floats(const mlp_dims *d) {
+    return packed_floats(d->hidden, d->C) + (size_t)vitc_threads() * hidden_chunk_rows(d) * d->hidden;
+}
+
+void mlp_hidden_backward_bf16(float *dh, uint16_t *act, const uint16_t *h, const float *g,
+                              const float *w2, const mlp_dims *d, float *scratch) {
+    int C = d->C, H = d->hidden, threads = vitc_threads(), R = even_chunk_rows(d, threads);
+    int64_t chunks = (d->M + R - 1) / R;
+    bf16 *w2p = (bf16 *)scratch; /* fc2's weight as the product g w2 reads it: (C, hidden) */
+    if (dh) gemm_bf16_pack_b(w2p, false, H, C, w2, H, threads);
+    scratch += packed_floats(H, C);
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t r0 = c * R, n = (int64_t)(r0 + R <= d->M ? R : d->M - r0) * H;
+        float *dact = scratch + (size_t)vitc_thread_id() * hidden_chunk_rows(d) * H;
+        if (dh) gemm_bf16_packed_b_bias((int)(n / H), H, C, g + r0 * C, C, w2p, NULL, dact, H, 1);
+        for (int64_t b = 0; b < n; b += GELU_BLOCK) {
+            int m = (int)(n - b < GELU_BLOCK ? n - b : GELU_BLOCK);
+            float slope[GELU_BLOCK], *dhb = dh ? dh + r0 * H + b : NULL;
+            gelu_bf16_value_and_slope_block(act + r0 * H + b, slope, h + r0 * H + b, m);
+            if (!dhb) continue;
+#pragma omp simd
+            for (int i = 0; i < m; i++) dhb[i] += dact[b + i] * slope[i];
+        }
+    }
+}
+
 void scale_groups(float *dst, const float *x, const float *scale, int64_t groups, int64_t per,
                   bool accumulate) {
     if (per == 1 && accumulate) {

@@ -53,6 +53,32 @@ extern "C" void cuda_mlp_residual_forward(float *out, float *h, uint16_t *h_bf16
     }
 }
 
+/* passes of rows whose product g w2 and slope fill up to MLP_PASS_FLOATS */
+static int64_t hidden_pass_rows(const mlp_dims *d) {
+    const int64_t rows = MLP_PASS_FLOATS / (2 * (int64_t)d->hidden);
+    return rows < 1 ? 1 : rows < d->M ? rows : d->M;
+}
+
+extern "C" size_t cuda_mlp_hidden_backward_scratch_floats(const mlp_dims *d) {
+    return (size_t)hidden_pass_rows(d) * 2 * d->hidden;
+}
+
+extern "C" void cuda_mlp_hidden_backward_bf16(float *dh, uint16_t *act, const uint16_t *h,
+                                              const float *g, const float *w2, const mlp_dims *d,
+                                              float *scratch) {
+    const int C = d->C, H = d->hidden;
+    const int64_t R = hidden_pass_rows(d);
+    for (int64_t r0 = 0; r0 < d->M; r0 += R) {
+        const int rows = (int)(r0 + R <= d->M ? R : d->M - r0);
+        const int64_t n = (int64_t)rows * H;
+        float *dact = scratch, *slope = scratch + (size_t)R * H;
+        cuda_gelu_bf16_value_and_slope(act + r0 * H, slope, h + r0 * H, n);
+        if (!dh) continue;
+        cuda_gemm(false, false, rows, H, C, 1.0f, g + r0 * C, w2, 0.0f, dact);
+        cuda_scale_groups(dh + r0 * H, dact, slope, n, 1, true);
+    }
+}
+
 static __global__ void scale_groups_kernel(float *dst, const float *x, const float *scale,
                                            int64_t per, int64_t n, bool accumulate) {
     GRID_STRIDE_LOOP(i, n) {

@@ -47,7 +47,9 @@
     X(gemm) X(gemm_strided) X(linear_forward) X(linear_backward) X(linear_forward_bf16_input)      \
     X(linear_backward_bf16_input) X(add_column_sums) X(residual_linear_forward) X(matmul_forward)  \
     X(matmul_backward)
-#define KERNELS_MLP(X) X(mlp_residual_forward) X(mlp_scratch_floats) X(scale_groups)
+#define KERNELS_MLP(X)                                                                             \
+    X(mlp_residual_forward) X(mlp_scratch_floats) X(mlp_hidden_backward_scratch_floats)            \
+    X(mlp_hidden_backward_bf16) X(scale_groups)
 #define KERNELS_NORM(X)                                                                            \
     X(layernorm_forward) X(layernorm_apply) X(layernorm_backward) X(l2norm_forward)                \
     X(l2norm_backward) X(softmax_forward) X(softmax_backward) X(mean_forward) X(mean_backward)

@@ -41,7 +41,9 @@ const kernel_table cuda_kernels = {
     /* bf16 storage */
     CUDA_KERNEL(bf16_store) CUDA_KERNEL(bf16_load)
     /* mlp */
-    CUDA_KERNEL(mlp_residual_forward) CUDA_KERNEL(mlp_scratch_floats) CUDA_KERNEL(scale_groups)
+    CUDA_KERNEL(mlp_residual_forward) CUDA_KERNEL(mlp_scratch_floats)
+    CUDA_KERNEL(mlp_hidden_backward_scratch_floats) CUDA_KERNEL(mlp_hidden_backward_bf16)
+    CUDA_KERNEL(scale_groups)
     /* conv */
     CUDA_KERNEL(conv2d_forward) CUDA_KERNEL(conv2d_backward) CUDA_KERNEL(dwconv2d_forward)
     CUDA_KERNEL(dwconv2d_backward) CUDA_KERNEL(adaptive_avg_pool2d_forward)

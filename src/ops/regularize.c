@@ -127,14 +127,20 @@ void op_residual_linear_backward(tape_node *n) {
     float *dh = h->requires_grad ? tensor_grad(h) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     bool own_g = mask || geom.H; /* the branch's gradient: masked, or in window order */
+    /* (passes of the same samples whether h is kept in fp32 or bf16: the weight and bias gradients
+     * add up their passes in the same order) */
     int group = gelu || own_g ? (int)items_per_pass(B, (int64_t)rows * (gelu ? 2 * K + N : N), rows) : B;
+    bool gelu32 = gelu && !h->bf16; /* in fp32: the activation and its slope in scratch */
     size_t most = (size_t)group * rows;
     float *gm = own_g ? scratch_floats(most * N) : NULL;
-    float *act = gelu ? scratch_floats(most * K) : NULL, *slope = gelu ? scratch_floats(most * K) : NULL;
+    float *act = gelu32 ? scratch_floats(most * K) : NULL, *slope = gelu32 ? scratch_floats(most * K) : NULL;
     /* a bf16 hidden layer's activation is recomputed as bf16, the operand fc2's weight gradient
      * would round it to: the product reads half the bytes and rounds nothing */
     size_t n_act16 = h->bf16 ? (most * K + 1) / 2 : 0;
     uint16_t *act16 = h->bf16 ? (uint16_t *)scratch_floats(n_act16) : NULL;
+    mlp_dims hidden = {(int64_t)most, N, K, rows};
+    size_t n_hidden = h->bf16 ? kernels->mlp_hidden_backward_scratch_floats(&hidden) : 0;
+    float *hidden_scratch = h->bf16 ? scratch_floats(n_hidden) : NULL;
     for (int s0 = 0; s0 < B; s0 += group) {
         int gs = s0 + group < B ? group : B - s0, gm_rows = gs * rows;
         size_t r0 = (size_t)s0 * rows;
@@ -153,20 +159,23 @@ void op_residual_linear_backward(tape_node *n) {
             continue;
         }
         /* the activation is recomputed, not kept */
-        int64_t n_act = (int64_t)gm_rows * K;
         if (h->bf16) {
-            kernels->gelu_bf16_value_and_slope(act16, slope, tensor_bf16(h) + r0 * K, n_act);
+            hidden.M = gm_rows;
+            kernels->mlp_hidden_backward_bf16(dhs, act16, tensor_bf16(h) + r0 * K, g, w->data,
+                                              &hidden, hidden_scratch);
             kernels->linear_backward_bf16_input(NULL, dw, db, g, act16, w->data, gm_rows, K, N);
-        } else {
-            kernels->gelu_value_and_slope(act, slope, h->data + r0 * K, n_act);
-            kernels->linear_backward(NULL, dw, db, g, act, w->data, gm_rows, K, N);
+            continue;
         }
+        int64_t n_act = (int64_t)gm_rows * K;
+        kernels->gelu_value_and_slope(act, slope, h->data + r0 * K, n_act);
+        kernels->linear_backward(NULL, dw, db, g, act, w->data, gm_rows, K, N);
         if (dhs) {
             float *dact = act; /* consumed: its buffer takes d(loss)/d(activation) */
             kernels->gemm(false, false, gm_rows, K, N, 1.0f, g, w->data, 0.0f, dact);
             kernels->scale_groups(dhs, dact, slope, n_act, 1, true);
         }
     }
+    scratch_done(hidden_scratch, n_hidden);
     scratch_done((float *)act16, n_act16);
     scratch_done(gm, most * N);
     scratch_done(act, most * K);
