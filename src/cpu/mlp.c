@@ -95,6 +95,7 @@ size_t mlp_hidden_backward_scratch_floats(const mlp_dims *d) {
 
 void mlp_hidden_backward_bf16(float *dh, uint16_t *act, const uint16_t *h, const float *g,
                               const float *w2, const mlp_dims *d, float *scratch) {
+    if (d->M == 0) return;
     int C = d->C, H = d->hidden, threads = vitc_threads(), R = even_chunk_rows(d, threads);
     int64_t chunks = (d->M + R - 1) / R;
     bf16 *w2p = (bf16 *)scratch; /* fc2's weight as the product g w2 reads it: (C, hidden) */
