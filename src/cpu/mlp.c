@@ -98,13 +98,14 @@ void mlp_hidden_backward_bf16(float *dh, uint16_t *act, const uint16_t *h, const
     if (d->M == 0) return;
     int C = d->C, H = d->hidden, threads = vitc_threads(), R = even_chunk_rows(d, threads);
     int64_t chunks = (d->M + R - 1) / R;
+    size_t per_thread = (size_t)hidden_chunk_rows(d) * H; /* floats of g w2: the most rows a chunk */
     bf16 *w2p = (bf16 *)scratch; /* fc2's weight as the product g w2 reads it: (C, hidden) */
     if (dh) gemm_bf16_pack_b(w2p, false, H, C, w2, H, threads);
     scratch += packed_floats(H, C);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t c = 0; c < chunks; c++) {
         int64_t r0 = c * R, n = (int64_t)(r0 + R <= d->M ? R : d->M - r0) * H;
-        float *dact = scratch + (size_t)vitc_thread_id() * hidden_chunk_rows(d) * H;
+        float *dact = scratch + vitc_thread_id() * per_thread;
         if (dh) gemm_bf16_packed_b_bias((int)(n / H), H, C, g + r0 * C, C, w2p, NULL, dact, H, 1);
         for (int64_t b = 0; b < n; b += GELU_BLOCK) {
             int m = (int)(n - b < GELU_BLOCK ? n - b : GELU_BLOCK);
