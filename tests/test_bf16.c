@@ -8,6 +8,7 @@
 #include "../src/core/cpu_features.h"
 #include "../src/core/precision.h"
 #include "../src/cpu/elementwise.h"
+#include "../src/cpu/bf16_store.h"
 #include "../src/cpu/gemm_bf16.h"
 #include "../src/cpu/mlp.h"
 #include "../src/core/threads.h"
@@ -300,7 +301,8 @@ TEST(bf16_gelus_round_the_fp32_gelu) {
 /* The MLP step's backward from its bf16 hidden layer recomputes the activation in bf16 and hands
  * it to fc2's weight gradient as stored: output and every gradient bit for bit those of the same
  * step given the hidden layer in fp32 (the same rounded values), which the products round as they
- * pack them. With drop path and several passes of samples. */
+ * pack them; the hidden layer's own gradient is kept in bf16, the fp32 one rounded. With drop path
+ * and several passes of samples. */
 TEST(bf16_mlp_backward_from_the_bf16_hidden_layer_is_the_fp32_one) {
     SKIP_WITHOUT_BF16();
     rng r;
@@ -330,14 +332,28 @@ TEST(bf16_mlp_backward_from_the_bf16_hidden_layer_is_the_fp32_one) {
         free(dy);
         for (int i = 0; i < 4; i++) {
             grads[k][i] = malloc(sizeof(float) * in[i]->numel);
-            memcpy(grads[k][i], tensor_grad(in[i]), sizeof(float) * in[i]->numel);
+            if (in[i]->grad_bf16)
+                bf16_load(grads[k][i], (const bf16 *)in[i]->grad, in[i]->numel);
+            else
+                memcpy(grads[k][i], tensor_grad(in[i]), sizeof(float) * in[i]->numel);
         }
+        EXPECT(h->grad_bf16 == (k == 1), "the %s hidden layer's gradient is %s", k ? "bf16" : "fp32",
+               h->grad_bf16 ? "bf16" : "floats");
         tape_reset();
         vitc_set_precision(PRECISION_FP32, NULL);
     }
     EXPECT(!memcmp(out[0], out[1], sizeof(float) * res->numel), "outputs differ");
     static const char *names[4] = {"residual", "hidden layer", "fc2 weight", "fc2 bias"};
     const int64_t sizes[4] = {res->numel, h32->numel, w2->numel, b2->numel};
+    /* the bf16 gradient: the fp32 one rounded, zeros of either sign alike (a product of zero
+     * keeps its sign there, where the floats added it to +0) */
+    int64_t off = 0;
+    for (int64_t i = 0; i < h32->numel; i++) {
+        off += bf16_to_float(bf16_from_float(grads[0][1][i])) != grads[1][1][i];
+        grads[0][1][i] = grads[1][1][i];
+    }
+    EXPECT(off == 0, "%lld values of the hidden layer's bf16 gradient are not the fp32 one rounded",
+           (long long)off);
     for (int i = 0; i < 4; i++) {
         EXPECT(!memcmp(grads[0][i], grads[1][i], sizeof(float) * sizes[i]),
                "the gradient of the %s differs from the fp32 hidden layer's", names[i]);
@@ -364,9 +380,10 @@ static tensor *windows_qkv_fn(tensor **in, const void *ctx) {
 }
 
 /* The fused backward of a bf16 hidden layer gives the bits of the three passes it replaces
- * (gelu_bf16_value_and_slope, the product g w2, scale_groups' accumulation into dh), with dh or
- * without, on one thread or two: row chunks and a short last one, fewer rows than a chunk, a
- * hidden width whose chunks are the fewest rows, two blocks of the product's inner dimension. */
+ * (gelu_bf16_value_and_slope, the product g w2, scale_groups' product) with dh rounded to bf16, or
+ * leaves dh alone without it, on one thread or two: row chunks and a short last one, fewer rows
+ * than a chunk, a hidden width whose chunks are the fewest rows, two blocks of the product's inner
+ * dimension. */
 TEST(bf16_mlp_hidden_backward_is_the_three_passes_it_fuses) {
     SKIP_WITHOUT_BF16();
     static const struct { int M, C, H; } shapes[] = {
@@ -379,7 +396,8 @@ TEST(bf16_mlp_hidden_backward_is_the_three_passes_it_fuses) {
         size_t n = (size_t)M * H;
         bf16 *h = malloc(n * sizeof(bf16)), *act[2] = {malloc(n * sizeof(bf16)), malloc(n * sizeof(bf16))};
         float *g = malloc(sizeof(float) * M * C), *w2 = malloc(sizeof(float) * C * H);
-        float *dh[2] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
+        float *dh = malloc(sizeof(float) * n);
+        bf16 *dh16 = malloc(n * sizeof(bf16));
         float *slope = malloc(sizeof(float) * n), *dact = malloc(sizeof(float) * n);
         for (size_t i = 0; i < n; i++) h[i] = bf16_from_float(i == 5 ? NAN : 3.0f * rng_normal(&r));
         for (int i = 0; i < M * C; i++) g[i] = rng_normal(&r);
@@ -387,26 +405,92 @@ TEST(bf16_mlp_hidden_backward_is_the_three_passes_it_fuses) {
         for (int t = 1; t <= 2; t++)
             for (int with_dh = 0; with_dh < 2; with_dh++) {
                 vitc_set_threads(t);
-                for (size_t i = 0; i < n; i++) dh[0][i] = dh[1][i] = 0.01f * (float)(i % 97);
+                for (size_t i = 0; i < n; i++) dh16[i] = (bf16)(i % 97);
                 gelu_bf16_value_and_slope(act[0], slope, h, (int64_t)n);
                 gemm_bf16(false, false, M, H, C, 1.0f, g, C, w2, H, 0.0f, dact, H, t);
-                scale_groups(dh[0], dact, slope, (int64_t)n, 1, true);
+                scale_groups(dh, dact, slope, (int64_t)n, 1, false);
                 mlp_dims d = {M, C, H, M};
                 float *scratch = malloc(sizeof(float) * mlp_hidden_backward_scratch_floats(&d));
-                mlp_hidden_backward_bf16(with_dh ? dh[1] : NULL, act[1], h, g, w2, &d, scratch);
+                mlp_hidden_backward_bf16(with_dh ? dh16 : NULL, act[1], h, g, w2, &d, scratch);
                 free(scratch);
                 EXPECT(!memcmp(act[0], act[1], n * sizeof(bf16)),
                        "%d x %d x %d, %d threads: the activation differs", M, C, H, t);
-                bool untouched = true;
-                for (size_t i = 0; i < n; i++) untouched &= dh[1][i] == 0.01f * (float)(i % 97);
-                EXPECT(with_dh ? !memcmp(dh[0], dh[1], n * sizeof(float)) : untouched,
-                       "%d x %d x %d, %d threads, %s dh: its gradient %s", M, C, H, t,
-                       with_dh ? "with" : "without", with_dh ? "differs" : "was written");
+                size_t off = 0;
+                for (size_t i = 0; i < n; i++)
+                    off += dh16[i] != (with_dh ? bf16_from_float(dh[i]) : (bf16)(i % 97));
+                EXPECT(off == 0, "%d x %d x %d, %d threads, %s dh: %zu values of its gradient %s",
+                       M, C, H, t, with_dh ? "with" : "without", off,
+                       with_dh ? "differ from the three passes' rounded" : "were written");
             }
-        free(h), free(act[0]), free(act[1]), free(g), free(w2), free(dh[0]), free(dh[1]);
+        free(h), free(act[0]), free(act[1]), free(g), free(w2), free(dh), free(dh16);
         free(slope), free(dact);
     }
     vitc_set_threads(threads);
+}
+
+/* Under bf16 the gradient of an MLP's hidden layer is kept in bf16 where residual_linear is its
+ * one reader (tensor_grad_bf16): fc1's backward (layernorm_linear) reads it as stored, and for a
+ * producer that cannot (here layer norm into windows) the tape widens it first. Every gradient is
+ * bit for bit that of the same chain whose hidden layer has a second reader, a linear layer of zero
+ * weight, which keeps the gradient in floats: the same rounded values, summed in the same order. */
+TEST(bf16_mlp_hidden_gradient_is_kept_in_bf16) {
+    SKIP_WITHOUT_BF16();
+    int B = 2, T = 1600, C = 24, H = 96; /* windows: (B, 40, 40) tokens in windows of 4 x 4 */
+    for (int producer = 0; producer < 2; producer++) {
+        float *grads[2][8];
+        int64_t sizes[8];
+        int n_grads = 0;
+        for (int second_reader = 0; second_reader < 2; second_reader++) {
+            rng r;
+            rng_seed(&r, 43, RNG_TEST);
+            vitc_set_precision(PRECISION_BF16, NULL);
+            int K = producer ? C : H; /* the hidden layer's width */
+            tensor *x = producer ? LEAF(&r, 1, B, 40, 40, C) : LEAF(&r, 1, B, T, C);
+            tensor *lw = LEAF(&r, 0.2f, C), *lb = LEAF(&r, 0.2f, C);
+            tensor *w1 = LEAF(&r, 0.3f, H, C), *b1 = LEAF(&r, 0.3f, H);
+            tensor *w2 = LEAF(&r, 0.3f, C, K), *b2 = LEAF(&r, 0.3f, C);
+            tensor *h = producer ? op_layernorm_windows(x, lw, lb, 1e-5f, 4, 4, 0)
+                                 : op_layernorm_linear_bf16(x, lw, lb, 1e-5f, w1, b1);
+            tensor *res = producer ? LEAF(&r, 1, B * 100, 16, C) : LEAF(&r, 1, B, T, C);
+            EXPECT(h->bf16, "the hidden layer is bf16");
+            rng drop;
+            rng_seed(&drop, 5, RNG_TEST);
+            tensor *y = op_residual_linear(res, h, w2, b2, true, 0.25f, &drop);
+            if (second_reader) {
+                tensor *zero = tensor_zeros(2, (int[]){C, K});
+                zero->requires_grad = true;
+                y = op_add(y, op_linear(h, zero, NULL));
+            }
+            float *dy = malloc(sizeof(float) * y->numel);
+            for (int64_t i = 0; i < y->numel; i++) dy[i] = sinf(0.37f * (float)i);
+            tape_backward_from(y, dy);
+            free(dy);
+            tensor *in[7] = {x, lw, lb, res, w2, b2, w1};
+            n_grads = producer ? 6 : 7;
+            for (int i = 0; i < n_grads; i++) {
+                sizes[i] = in[i]->numel;
+                grads[second_reader][i] = malloc(sizeof(float) * sizes[i]);
+                memcpy(grads[second_reader][i], tensor_grad(in[i]), sizeof(float) * sizes[i]);
+            }
+            if (!producer) { /* and fc1's bias, the sums of the gradient's columns */
+                sizes[n_grads] = b1->numel;
+                grads[second_reader][n_grads] = malloc(sizeof(float) * b1->numel);
+                memcpy(grads[second_reader][n_grads], tensor_grad(b1), sizeof(float) * b1->numel);
+            }
+            tape_reset();
+            vitc_set_precision(PRECISION_FP32, NULL);
+            arena_reset(&vitc_arena);
+        }
+        if (!producer) n_grads++;
+        static const char *names[] = {"input", "norm weight", "norm bias", "residual",
+                                      "fc2 weight", "fc2 bias", "fc1 weight", "fc1 bias"};
+        for (int i = 0; i < n_grads; i++) {
+            EXPECT(!memcmp(grads[0][i], grads[1][i], sizeof(float) * sizes[i]),
+                   "%s: the gradient of the %s differs from the float hidden gradient's",
+                   producer ? "windows" : "layernorm_linear", names[i]);
+            free(grads[0][i]), free(grads[1][i]);
+        }
+    }
 }
 
 /* Under bf16 the normalised windows the tape keeps (Swin's and CSwin's norm1, read only by the qkv

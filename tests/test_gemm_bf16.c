@@ -529,6 +529,19 @@ TEST(bf16_gemm_reads_bf16_operands_as_stored) {
                 for (size_t o = 0; o < nc; o++)
                     EXPECT(same(got[o], want[o]), "B in bf16, ldb %d, trans_a %d, %dx%dx%d threads %d: "
                            "C[%zu] = %a, want %a", ldb, t, s.M, s.N, s.K, threads, o, got[o], want[o]);
+                /* A kept in bf16 either way round (a gradient: dx = dy w, dw = dyᵀ x), with beta */
+                int rows_a = t ? s.K : s.M, cols_a = t ? s.M : s.K, lda3 = cols_a + (v == 1 ? 1 : 0);
+                float *A3 = randn(&r, (size_t)rows_a * lda3, 1);
+                bf16 *A3_16 = kept_bf16(A3, (size_t)rows_a * lda3);
+                for (int m = 0; m < rows_a && lda3 > cols_a; m++)
+                    A3_16[(size_t)m * lda3 + cols_a] = bf16_from_float(INFINITY);
+                memcpy(got, want, nc * sizeof(float));
+                gemm_bf16(t, false, s.M, s.N, s.K, 0.75f, A3, lda3, B2, ldb, 1.0f, want, ldc, threads);
+                gemm_bf16_a16(t, false, s.M, s.N, s.K, 0.75f, A3_16, lda3, B2, ldb, 1.0f, got, ldc,
+                              threads);
+                for (size_t o = 0; o < nc; o++)
+                    EXPECT(same(got[o], want[o]), "A in bf16, lda %d, trans_a %d, %dx%dx%d threads %d: "
+                           "C[%zu] = %a, want %a", lda3, t, s.M, s.N, s.K, threads, o, got[o], want[o]);
                 if (test_failed()) return;
             }
     }

@@ -42,7 +42,10 @@ tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in) {
     node->op = op;
     node->out = out;
     node->n_in = n_in;
-    for (int i = 0; i < n_in; i++) node->in[i] = in[i];
+    for (int i = 0; i < n_in; i++) {
+        node->in[i] = in[i];
+        if (in[i] && in[i]->bf16) in[i]->readers++;
+    }
     out->requires_grad = true;
     return node;
 }
@@ -78,12 +81,14 @@ static void run_backward(bool consuming) {
     for (int i = tape.n - 1; i >= 0; i--) {
         tape_node *node = &tape.nodes[i];
         if (node->out->grad) { /* else nothing downstream of this node reached the loss */
+            if (node->out->grad_bf16 && !op_takes_bf16_grad(node->op)) op_widen_grad(node->out);
             op_table[node->op].backward(node);
             /* the output's gradient is complete and now consumed, and so are the node's
              * activations: their memory serves later gradients */
             if (node->out->grad) /* (an input may have taken it over) */
-                arena_give_back(vitc_data_arena(), node->out->grad, (size_t)node->out->numel * sizeof(float));
+                arena_give_back(vitc_data_arena(), node->out->grad, tensor_grad_bytes(node->out));
             node->out->grad = NULL;
+            node->out->grad_bf16 = false;
             give_back_activations(node, consuming);
         }
         if (hook) hook(i, hook_ctx);

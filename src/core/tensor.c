@@ -85,8 +85,21 @@ tensor *tensor_keep(const arena_mark *m, tensor *x) {
 }
 
 float *tensor_grad(tensor *t) {
+    CHECK(!t->grad_bf16, "the gradient of %s is kept in bf16: it cannot be read as floats",
+          SHAPE_STR(t));
     if (!t->grad) t->grad = arena_calloc_spare(vitc_data_arena(), (size_t)t->numel * sizeof(float));
     return t->grad;
+}
+
+uint16_t *tensor_grad_bf16(tensor *t) {
+    CHECK(!t->grad, "a bf16 gradient for %s, which has a gradient already", SHAPE_STR(t));
+    t->grad = arena_alloc_spare(vitc_data_arena(), (size_t)t->numel * sizeof(uint16_t));
+    t->grad_bf16 = true;
+    return (uint16_t *)t->grad;
+}
+
+size_t tensor_grad_bytes(const tensor *t) {
+    return (size_t)t->numel * (t->grad_bf16 ? sizeof(uint16_t) : sizeof(float));
 }
 
 bool tensor_same_shape(const tensor *a, const tensor *b) {

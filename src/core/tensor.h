@@ -1,8 +1,10 @@
 /* Tensor: contiguous float32, up to 5 dims, a device tag. No strides: reshape is free, every permute
  * is an explicit op. Activations (struct, data and grad) live in the activation arena; parameters
  * point into the flat parameter/gradient blocks of a param_store. A saved activation that the
- * backward only reads rounded to bfloat16 may be stored as bf16 (tensor_new_bf16): half the bytes;
- * its gradient is fp32 as every gradient. */
+ * backward only reads rounded to bfloat16 may be stored as bf16 (tensor_new_bf16): half the bytes.
+ * Its gradient is fp32 as every gradient, but where the one op reading it writes the gradient
+ * whole and the op that made it reads it only as a rounded operand (the MLP's hidden layer:
+ * tensor_grad_bf16). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,6 +17,8 @@ typedef enum { DEV_CPU = 0, DEV_CUDA = 1 } device;
 typedef struct tensor {
     float *data; /* numel floats, or with bf16 numel bfloat16 values (tensor_bf16) */
     float *grad; /* NULL until a gradient flows into it (tensor_grad allocates it zeroed) */
+    bool grad_bf16; /* grad holds numel bf16 values (tensor_grad_bf16), not floats */
+    int readers;    /* of a bf16 tensor: the recorded ops that read it */
     int64_t numel;
     int ndim;
     int shape[TENSOR_MAX_DIMS];
@@ -52,6 +56,12 @@ tensor *tensor_keep(const struct arena_mark *m, tensor *x);
 
 /* Gradient buffer of t, allocated zeroed in the arena on first use. */
 float *tensor_grad(tensor *t);
+/* A gradient of t kept in bf16, for t that has none yet: numel values, uninitialised, for a kernel
+ * that writes them all. The tape widens it to floats for an op that cannot read it
+ * (op_takes_bf16_grad). */
+uint16_t *tensor_grad_bf16(tensor *t);
+/* the bytes of t's gradient: 4 or 2 a value */
+size_t tensor_grad_bytes(const tensor *t);
 
 int64_t shape_numel(int ndim, const int *shape);
 bool tensor_same_shape(const tensor *a, const tensor *b);

@@ -62,4 +62,22 @@ BF16_TARGET INLINE void turned_pairs16(vec16 t[16], const float *x, size_t ld, i
     }
     transpose16(t);
 }
+
+/* turned_pairs16 for an operand stored in bf16: the pairs of rows 2s, 2s + 1 of x (16 columns, the
+ * masked ones `cols`), turned */
+BF16_TARGET INLINE void turned_pairs16_bf16(vec16 t[16], const uint16_t *x, size_t ld, int p0,
+                                            int rows, __mmask16 cols) {
+    static const uint16_t interleave[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                            37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                            11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    __m512i order = _mm512_loadu_si512(interleave);
+    for (int s = 0; s < 16; s++) {
+        int r = 2 * (p0 + s);
+        __m512i lo = r < rows ? _mm512_maskz_loadu_epi16(cols, x + r * ld) : _mm512_setzero_si512();
+        __m512i hi = r + 1 < rows ? _mm512_maskz_loadu_epi16(cols, x + (r + 1) * ld)
+                                  : _mm512_setzero_si512();
+        t[s] = (vec16)_mm512_permutex2var_epi16(lo, order, hi);
+    }
+    transpose16(t);
+}
 #endif

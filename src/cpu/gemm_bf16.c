@@ -39,9 +39,21 @@ static inline __mmask32 lanes32(int m) {
 }
 
 /* ap (rows, lda_p) = op(A)'s rows r0.. and columns k0..k0 + kc as bf16, zero past kc up to even;
- * from A16 (stored in bf16, not transposed) where the job has it */
+ * from A16 (stored in bf16) where the job has it */
 BF16_TARGET static void pack_a_block(bf16 *ap, int lda_p, bool trans_a, const float *A,
                                      const bf16 *A16, int lda, int r0, int rows, int k0, int kc) {
+    if (A16 && trans_a) { /* as the fp32 case below, from bf16 */
+        for (int p0 = 0; 2 * p0 < kc; p0 += 16)
+            for (int i0 = 0; i0 < rows; i0 += 16) {
+                vec16 x[16];
+                turned_pairs16_bf16(x, A16 + (size_t)k0 * lda + r0 + i0, (size_t)lda, p0, kc,
+                                    lanes(rows - i0));
+                for (int l = 0; l < 16 && i0 + l < rows; l++)
+                    _mm512_mask_storeu_epi32(ap + (size_t)(i0 + l) * lda_p + 2 * p0,
+                                             pair_lanes(kc, p0), (__m512i)x[l]);
+            }
+        return;
+    }
     if (A16) {
         for (int i = 0; i < rows; i++) {
             const bf16 *a = A16 + (size_t)(r0 + i) * lda + k0;
@@ -240,7 +252,7 @@ BF16_TARGET static void amx_panel_rows(float *c, int ldc, const bf16 *a, int lda
 #endif
 
 /* a product: operands packed block by block, from fp32 (A, B) or from bf16 as stored (A16, B16:
- * not transposed), or operands packed beforehand (ap, bp) */
+ * B16 not transposed), or operands packed beforehand (ap, bp) */
 typedef struct gemm_job {
     int M, N, K;
     float alpha, beta;
@@ -257,7 +269,9 @@ typedef struct gemm_job {
 
 /* A16's rows are read as they are stored where they already are the packed form: pairs from an
  * even column, none past K */
-static bool a16_direct(const gemm_job *g) { return g->A16 && g->K % 2 == 0 && g->lda % 2 == 0; }
+static bool a16_direct(const gemm_job *g) {
+    return g->A16 && !g->trans_a && g->K % 2 == 0 && g->lda % 2 == 0;
+}
 
 /* the block of `rows` x `width` elements from element `at` of an operand stored in fp32 (p) or
  * bf16 (p16), row stride ld elements */
@@ -426,6 +440,14 @@ void gemm_bf16_a16_bias(bool trans_b, int M, int N, int K, const bf16 *A, int ld
     gemm_run(&g, threads);
 }
 
+void gemm_bf16_a16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16 *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads) {
+    gemm_job g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .trans_a = trans_a,
+                  .trans_b = trans_b, .A16 = A, .B = B, .lda = lda, .ldb = ldb, .C = C,
+                  .ldc = ldc};
+    gemm_run(&g, threads);
+}
+
 void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *A, int lda,
                    const bf16 *B, int ldb, float beta, float *C, int ldc, int threads) {
     gemm_job g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .trans_a = trans_a, .A = A,
@@ -503,6 +525,13 @@ void gemm_bf16_a16_bias(bool trans_b, int M, int N, int K, const bf16 *A, int ld
                         int ldb, const float *bias, float *C, int ldc, int threads) {
     (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)bias;
     (void)C, (void)ldc, (void)threads;
+    unsupported();
+}
+
+void gemm_bf16_a16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16 *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads) {
+    (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda;
+    (void)B, (void)ldb, (void)beta, (void)C, (void)ldc, (void)threads;
     unsupported();
 }
 

@@ -136,7 +136,8 @@ void linear_backward_bf16_input(float *dx, float *dw, float *db, const float *do
  * (column blocks, the earlier split, left one of two threads idle a third of the time at 192 columns) */
 #define COLUMN_SUM_CHUNKS 32
 
-void add_column_sums(float *sums, const float *x, int64_t M, int N) {
+/* add_column_sums of x or, where x is NULL, of x16's values widened */
+static void column_sums(float *sums, const float *x, const uint16_t *x16, int64_t M, int N) {
     size_t n_part = (size_t)COLUMN_SUM_CHUNKS * N;
     float *part = scratch_floats(n_part);
 #pragma omp parallel for schedule(static)
@@ -144,13 +145,26 @@ void add_column_sums(float *sums, const float *x, int64_t M, int N) {
         float *p = part + (size_t)c * N;
         for (int j = 0; j < N; j++) p[j] = 0;
         for (int64_t i = M * c / COLUMN_SUM_CHUNKS; i < M * (c + 1) / COLUMN_SUM_CHUNKS; i++) {
-            const float *row = x + i * N;
-            for (int j = 0; j < N; j++) p[j] += row[j];
+            if (x16)
+                for (int j = 0; j < N; j++) p[j] += bf16_to_float(x16[i * N + j]);
+            else
+                for (int j = 0; j < N; j++) p[j] += x[i * N + j];
         }
     }
     for (int c = 0; c < COLUMN_SUM_CHUNKS; c++)
         for (int j = 0; j < N; j++) sums[j] += part[(size_t)c * N + j];
     scratch_done(part, n_part);
+}
+
+void add_column_sums(float *sums, const float *x, int64_t M, int N) {
+    column_sums(sums, x, NULL, M, N);
+}
+
+void linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *dout,
+                               const float *x, const float *w, int M, int K, int N) {
+    if (dx) gemm_bf16_a16(false, false, M, K, N, 1.0f, dout, N, w, K, 0.0f, dx, K, gemm_threads());
+    if (dw) gemm_bf16_a16(true, false, N, K, M, 1.0f, dout, N, x, K, 1.0f, dw, K, gemm_threads());
+    if (db) column_sums(db, NULL, dout, M, N);
 }
 
 void residual_linear_forward(float *out, const float *res, const float *act, const float *w,

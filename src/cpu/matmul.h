@@ -24,6 +24,12 @@ void linear_forward_bf16_input(float *out, const uint16_t *x, const float *w, co
                                int K, int N);
 void linear_backward_bf16_input(float *dx, float *dw, float *db, const float *dout,
                                 const uint16_t *x, const float *w, int M, int K, int N);
+/* linear_backward from an output gradient kept in bf16 (the MLP's hidden layer's, whose producer
+ * rounded it: mlp_hidden_backward_bf16), read as stored: dx = dout · w is written, not added to;
+ * dw and db are added to as in linear_backward, db the fp32 sums of the bf16 values in
+ * add_column_sums' order. The products' bits are those of linear_backward given dout widened. */
+void linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *dout,
+                               const float *x, const float *w, int M, int K, int N);
 
 /* sums (N) += the column sums of x (M, N) */
 void add_column_sums(float *sums, const float *x, int64_t M, int N);

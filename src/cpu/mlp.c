@@ -93,7 +93,7 @@ size_t mlp_hidden_backward_scratch_floats(const mlp_dims *d) {
     return packed_floats(d->hidden, d->C) + (size_t)vitc_threads() * hidden_chunk_rows(d) * d->hidden;
 }
 
-void mlp_hidden_backward_bf16(float *dh, uint16_t *act, const uint16_t *h, const float *g,
+void mlp_hidden_backward_bf16(uint16_t *dh, uint16_t *act, const uint16_t *h, const float *g,
                               const float *w2, const mlp_dims *d, float *scratch) {
     if (d->M == 0) return;
     int C = d->C, H = d->hidden, threads = vitc_threads(), R = even_chunk_rows(d, threads);
@@ -109,11 +109,12 @@ void mlp_hidden_backward_bf16(float *dh, uint16_t *act, const uint16_t *h, const
         if (dh) gemm_bf16_packed_b_bias((int)(n / H), H, C, g + r0 * C, C, w2p, NULL, dact, H, 1);
         for (int64_t b = 0; b < n; b += GELU_BLOCK) {
             int m = (int)(n - b < GELU_BLOCK ? n - b : GELU_BLOCK);
-            float slope[GELU_BLOCK], *dhb = dh ? dh + r0 * H + b : NULL;
+            float slope[GELU_BLOCK];
             gelu_bf16_value_and_slope_block(act + r0 * H + b, slope, h + r0 * H + b, m);
-            if (!dhb) continue;
+            if (!dh) continue;
 #pragma omp simd
-            for (int i = 0; i < m; i++) dhb[i] += dact[b + i] * slope[i];
+            for (int i = 0; i < m; i++) slope[i] *= dact[b + i];
+            bf16_round(dh + r0 * H + b, slope, m);
         }
     }
 }

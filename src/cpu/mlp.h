@@ -30,12 +30,13 @@ void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, f
 /* The backward of the hidden layer of a bf16 MLP step (h, fc1's output, kept in bf16; d->M rows
  * of d->hidden; g (M, C) the gradient of fc2's output, w2 (C, hidden) fc2's weight):
  * act = gelu(h) rounded to bf16, the operand of fc2's weight gradient, and, where dh is not NULL,
- * dh += gelu'(h) · (g w2). In row chunks that each thread takes whole, so that g w2 and the slope
- * stay in its cache: the bits of gelu_bf16_value_and_slope, gemm_bf16's product and
- * scale_groups' accumulation, without their three passes over memory. Under bf16 only; scratch
- * of mlp_hidden_backward_scratch_floats(d) floats (a kernel-table entry, as mlp_scratch_floats). */
+ * h's gradient gelu'(h) · (g w2) rounded to bf16 into dh (written, not added to), the operand of
+ * fc1's products, which would round it anyway. In row chunks that each thread takes whole, so that
+ * g w2 and the slope stay in its cache: the bits of gelu_bf16_value_and_slope, gemm_bf16's product
+ * and scale_groups, rounded, without their three passes over memory. Under bf16 only; scratch of
+ * mlp_hidden_backward_scratch_floats(d) floats (a kernel-table entry, as mlp_scratch_floats). */
 size_t mlp_hidden_backward_scratch_floats(const mlp_dims *d);
-void mlp_hidden_backward_bf16(float *dh, uint16_t *act, const uint16_t *h, const float *g,
+void mlp_hidden_backward_bf16(uint16_t *dh, uint16_t *act, const uint16_t *h, const float *g,
                               const float *w2, const mlp_dims *d, float *scratch);
 
 /* dst[g, j] = x[g, j] · scale[g] (accumulate: +=) for `groups` groups of `per` values: per 1 is an

@@ -159,6 +159,27 @@ extern "C" void cuda_linear_backward_bf16_input(float *dx, float *dw, float *db,
     if (db) cuda_add_column_sums(db, dout, M, N);
 }
 
+/* x kept in bf16: the fp32 sums of its values' columns */
+struct element_of_bf16 {
+    const uint16_t *x;
+    int N;
+    __device__ void operator()(int64_t r, int j, float *s) const { s[0] += bf16_value(x[r * N + j]); }
+};
+
+extern "C" void cuda_linear_backward_bf16_grad(float *dx, float *dw, float *db,
+                                               const uint16_t *dout, const float *x, const float *w,
+                                               int M, int K, int N) {
+    if (M == 0) return;
+    const operand g{dout, M, N, N, 0, true};
+    if (dx)
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, M, K, N, 1.0f, g, operand{w, N, K, K, 0, false}, 0.0f,
+                  dx, K, 0, 1);
+    if (dw)
+        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, N, K, M, 1.0f, g, operand{x, M, K, K, 0, false}, 1.0f,
+                  dw, K, 0, 1);
+    if (db) add_column_sums_of<1>({{db}}, element_of_bf16{dout, N}, M, N);
+}
+
 /* x itself: its column sums */
 struct element_of {
     const float *x;

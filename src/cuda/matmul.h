@@ -37,6 +37,9 @@ void cuda_linear_forward_bf16_input(float *out, const uint16_t *x, const float *
                                     int M, int K, int N);
 void cuda_linear_backward_bf16_input(float *dx, float *dw, float *db, const float *dout,
                                      const uint16_t *x, const float *w, int M, int K, int N);
+/* as linear_backward_bf16_grad: dout kept in bf16, dx written */
+void cuda_linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *dout,
+                                    const float *x, const float *w, int M, int K, int N);
 
 /* sums (N) += the column sums of x (M, N) */
 void cuda_add_column_sums(float *sums, const float *x, int64_t M, int N);

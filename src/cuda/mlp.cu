@@ -63,7 +63,7 @@ extern "C" size_t cuda_mlp_hidden_backward_scratch_floats(const mlp_dims *d) {
     return (size_t)hidden_pass_rows(d) * 2 * d->hidden;
 }
 
-extern "C" void cuda_mlp_hidden_backward_bf16(float *dh, uint16_t *act, const uint16_t *h,
+extern "C" void cuda_mlp_hidden_backward_bf16(uint16_t *dh, uint16_t *act, const uint16_t *h,
                                               const float *g, const float *w2, const mlp_dims *d,
                                               float *scratch) {
     const int C = d->C, H = d->hidden;
@@ -75,7 +75,8 @@ extern "C" void cuda_mlp_hidden_backward_bf16(float *dh, uint16_t *act, const ui
         cuda_gelu_bf16_value_and_slope(act + r0 * H, slope, h + r0 * H, n);
         if (!dh) continue;
         cuda_gemm(false, false, rows, H, C, 1.0f, g + r0 * C, w2, 0.0f, dact);
-        cuda_scale_groups(dh + r0 * H, dact, slope, n, 1, true);
+        cuda_scale_groups(dact, dact, slope, n, 1, false);
+        cuda_bf16_store(dh + r0 * H, dact, n);
     }
 }
 

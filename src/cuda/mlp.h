@@ -21,7 +21,7 @@ void cuda_mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *me
 /* the floats of scratch cuda_mlp_hidden_backward_bf16 needs: passes of up to 2^24 floats */
 size_t cuda_mlp_hidden_backward_scratch_floats(const mlp_dims *d);
 /* as mlp_hidden_backward_bf16 */
-void cuda_mlp_hidden_backward_bf16(float *dh, uint16_t *act, const uint16_t *h, const float *g,
+void cuda_mlp_hidden_backward_bf16(uint16_t *dh, uint16_t *act, const uint16_t *h, const float *g,
                                    const float *w2, const mlp_dims *d, float *scratch);
 /* dst[g, j] = x[g, j] · scale[g] (accumulate: +=) */
 void cuda_scale_groups(float *dst, const float *x, const float *scale, int64_t groups, int64_t per,

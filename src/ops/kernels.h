@@ -45,8 +45,8 @@
     X(mse_backward) X(ddpm_loss_forward) X(ddpm_loss_backward)
 #define KERNELS_MATMUL(X)                                                                          \
     X(gemm) X(gemm_strided) X(linear_forward) X(linear_backward) X(linear_forward_bf16_input)      \
-    X(linear_backward_bf16_input) X(add_column_sums) X(residual_linear_forward) X(matmul_forward)  \
-    X(matmul_backward)
+    X(linear_backward_bf16_input) X(linear_backward_bf16_grad) X(add_column_sums)                  \
+    X(residual_linear_forward) X(matmul_forward) X(matmul_backward)
 #define KERNELS_MLP(X)                                                                             \
     X(mlp_residual_forward) X(mlp_scratch_floats) X(mlp_hidden_backward_scratch_floats)            \
     X(mlp_hidden_backward_bf16) X(scale_groups)

@@ -85,12 +85,18 @@ void op_layernorm_linear_backward(tape_node *n) {
     float *dln_b = ln_b->requires_grad ? tensor_grad(ln_b) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     float *y = scratch_floats((size_t)(pass * C)), *dy = scratch_floats((size_t)(pass * C));
+    /* (an MLP's hidden layer: its gradient kept in bf16, op_takes_bf16_grad) */
+    const uint16_t *g16 = n->out->grad_bf16 ? (const uint16_t *)n->out->grad : NULL;
     for (int64_t r0 = 0; r0 < M; r0 += pass) {
         int64_t rows = r0 + pass < M ? pass : M - r0;
-        const float *xs = x->data + r0 * C, *g = n->out->grad + r0 * N;
+        const float *xs = x->data + r0 * C;
         kernels->layernorm_apply(y, xs, mean + r0, rstd + r0, ln_w->data, ln_b->data, rows, C);
-        vitc_memory()->zero(dy, sizeof(float) * (size_t)(rows * C));
-        kernels->linear_backward(dy, dw, db, g, y, w->data, (int)rows, C, N);
+        if (g16) {
+            kernels->linear_backward_bf16_grad(dy, dw, db, g16 + r0 * N, y, w->data, (int)rows, C, N);
+        } else {
+            vitc_memory()->zero(dy, sizeof(float) * (size_t)(rows * C));
+            kernels->linear_backward(dy, dw, db, n->out->grad + r0 * N, y, w->data, (int)rows, C, N);
+        }
         kernels->layernorm_backward(dx ? dx + r0 * C : NULL, dln_w, dln_b, dy, xs, mean + r0, rstd + r0,
                            ln_w->data, rows, C);
     }

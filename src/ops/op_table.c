@@ -1,8 +1,10 @@
 #include "op_table.h"
 
+#include "../core/arena.h"
 #include "../core/precision.h"
 #include "../core/tape.h"
 #include "adaln.h"
+#include "backend.h"
 #include "backward.h"
 
 const op_info op_table[OP_COUNT] = {
@@ -55,3 +57,13 @@ const op_info op_table[OP_COUNT] = {
 bool op_reads_bf16(int op) { return op == OP_RESIDUAL_LINEAR || op == OP_LINEAR || op == OP_ATTENTION; }
 
 bool op_keeps_bf16(void) { return vitc_precision() == PRECISION_BF16; }
+
+bool op_takes_bf16_grad(int op) { return op == OP_LAYERNORM_LINEAR; }
+
+void op_widen_grad(tensor *t) {
+    uint16_t *g16 = (uint16_t *)t->grad;
+    t->grad = arena_alloc_spare(vitc_data_arena(), (size_t)t->numel * sizeof(float));
+    t->grad_bf16 = false;
+    kernels->bf16_load(t->grad, g16, t->numel);
+    arena_give_back(vitc_data_arena(), g16, (size_t)t->numel * sizeof(uint16_t));
+}

@@ -61,3 +61,8 @@ bool op_reads_bf16(int op);
  * Their products round it anyway, so no result changes; the tape keeps it in half the memory, and
  * in inference (no tape) the next product reads half the bytes. */
 bool op_keeps_bf16(void);
+/* Whether the op's backward reads its output's gradient kept in bf16 (tensor_grad_bf16):
+ * layernorm_linear, fc1 of an MLP, whose products round it anyway. For any other op the tape first
+ * widens such a gradient to floats (op_widen_grad). */
+bool op_takes_bf16_grad(int op);
+void op_widen_grad(tensor *t);

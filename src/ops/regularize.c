@@ -124,7 +124,11 @@ void op_residual_linear_backward(tape_node *n) {
     window_geom geom = {n->iarg[1], n->iarg[2], n->iarg[3], n->iarg[4], n->iarg[5]};
     int K = h->shape[h->ndim - 1], N = w->shape[0], B = res->shape[0], M = (int)(res->numel / N);
     int rows = M / B;
-    float *dh = h->requires_grad ? tensor_grad(h) : NULL;
+    /* a bf16 hidden layer's gradient is bf16 too where this op is its one reader: fc1's products,
+     * its only other reader, round it anyway (op_takes_bf16_grad) */
+    bool grad16 = gelu && h->bf16 && h->requires_grad && h->readers == 1 && !h->grad;
+    uint16_t *dh16 = grad16 ? tensor_grad_bf16(h) : NULL;
+    float *dh = h->requires_grad && !grad16 ? tensor_grad(h) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     bool own_g = mask || geom.H; /* the branch's gradient: masked, or in window order */
     /* (passes of the same samples whether h is kept in fp32 or bf16: the weight and bias gradients
@@ -138,6 +142,10 @@ void op_residual_linear_backward(tape_node *n) {
      * would round it to: the product reads half the bytes and rounds nothing */
     size_t n_act16 = h->bf16 ? (most * K + 1) / 2 : 0;
     uint16_t *act16 = h->bf16 ? (uint16_t *)scratch_floats(n_act16) : NULL;
+    /* a bf16 hidden layer read elsewhere too: its gradient, floats, adds each pass's widened */
+    bool widen = h->bf16 && dh;
+    uint16_t *pass16 = widen ? (uint16_t *)scratch_floats(n_act16) : NULL;
+    float *widened = widen ? scratch_floats(most * K) : NULL;
     mlp_dims hidden = {(int64_t)most, N, K, rows};
     size_t n_hidden = h->bf16 ? kernels->mlp_hidden_backward_scratch_floats(&hidden) : 0;
     float *hidden_scratch = h->bf16 ? scratch_floats(n_hidden) : NULL;
@@ -161,9 +169,14 @@ void op_residual_linear_backward(tape_node *n) {
         /* the activation is recomputed, not kept */
         if (h->bf16) {
             hidden.M = gm_rows;
-            kernels->mlp_hidden_backward_bf16(dhs, act16, tensor_bf16(h) + r0 * K, g, w->data,
+            uint16_t *dh16s = dh16 ? dh16 + r0 * K : pass16;
+            kernels->mlp_hidden_backward_bf16(dh16s, act16, tensor_bf16(h) + r0 * K, g, w->data,
                                               &hidden, hidden_scratch);
             kernels->linear_backward_bf16_input(NULL, dw, db, g, act16, w->data, gm_rows, K, N);
+            if (widen) {
+                kernels->bf16_load(widened, pass16, (int64_t)gm_rows * K);
+                kernels->accumulate(dhs, widened, (int64_t)gm_rows * K);
+            }
             continue;
         }
         int64_t n_act = (int64_t)gm_rows * K;
@@ -175,6 +188,8 @@ void op_residual_linear_backward(tape_node *n) {
             kernels->scale_groups(dhs, dact, slope, n_act, 1, true);
         }
     }
+    scratch_done(widened, widen ? most * K : 0);
+    scratch_done((float *)pass16, widen ? n_act16 : 0);
     scratch_done(hidden_scratch, n_hidden);
     scratch_done((float *)act16, n_act16);
     scratch_done(gm, most * N);
