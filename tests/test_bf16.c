@@ -339,6 +339,8 @@ TEST(bf16_mlp_backward_from_the_bf16_hidden_layer_is_the_fp32_one) {
         }
         EXPECT(h->grad_bf16 == (k == 1), "the %s hidden layer's gradient is %s", k ? "bf16" : "fp32",
                h->grad_bf16 ? "bf16" : "floats");
+        if (k == 1) /* it is not read as floats */
+            EXPECT_ERROR(tensor_grad(h), "the gradient of (4, 1600, 300) is kept in bf16");
         tape_reset();
         vitc_set_precision(PRECISION_FP32, NULL);
     }

@@ -38,13 +38,15 @@ BF16_TARGET INLINE __m512i pairs16(__m512 lo, __m512 hi) {
                                     (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
+/* the 16-bit lanes of lo (0-15) and hi (32-47) in pairs, as _mm512_permutex2var_epi16 takes them */
+static const uint16_t low_half_pairs[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                            37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                            11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+
 /* the pairs (lo[l], hi[l]) of 32 bf16 lanes: lanes 0-15 in *first, 16-31 in *second; pairs16 for
  * operands already in bf16 */
 BF16_TARGET INLINE void pairs32_bf16(__m512i lo, __m512i hi, __m512i *first, __m512i *second) {
-    static const uint16_t low_half[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
-                                          37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
-                                          11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-    __m512i order = _mm512_loadu_si512(low_half);
+    __m512i order = _mm512_loadu_si512(low_half_pairs);
     *first = _mm512_permutex2var_epi16(lo, order, hi);
     *second = _mm512_permutex2var_epi16(lo, _mm512_add_epi16(order, _mm512_set1_epi16(16)), hi);
 }
@@ -67,10 +69,7 @@ BF16_TARGET INLINE void turned_pairs16(vec16 t[16], const float *x, size_t ld, i
  * masked ones `cols`), turned */
 BF16_TARGET INLINE void turned_pairs16_bf16(vec16 t[16], const uint16_t *x, size_t ld, int p0,
                                             int rows, __mmask16 cols) {
-    static const uint16_t interleave[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
-                                            37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
-                                            11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-    __m512i order = _mm512_loadu_si512(interleave);
+    __m512i order = _mm512_loadu_si512(low_half_pairs);
     for (int s = 0; s < 16; s++) {
         int r = 2 * (p0 + s);
         __m512i lo = r < rows ? _mm512_maskz_loadu_epi16(cols, x + r * ld) : _mm512_setzero_si512();
