@@ -58,8 +58,8 @@ void gemm_bf16_a16_bias(bool trans_b, int M, int N, int K, const bf16 *A, int ld
                         int ldb, const float *bias, float *C, int ldc, int threads);
 void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *A, int lda,
                    const bf16 *B, int ldb, float beta, float *C, int ldc, int threads);
-/* A kept in bf16 in either orientation, with alpha and beta: the products of a gradient kept in bf16
- * (dx = dy w reads its rows in place, dw = dyᵀ x turns them while packing) */
+/* A kept in bf16 in either orientation, with alpha and beta: the products of a gradient kept in
+ * bf16 (dx = dy w reads its rows in place, dw = dyᵀ x turns them while packing) */
 void gemm_bf16_a16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16 *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads);
 /* A (M, K) fp32, not transposed, against B packed beforehand (gemm_bf16_pack_b), alpha 1, a bias

@@ -163,7 +163,9 @@ extern "C" void cuda_linear_backward_bf16_input(float *dx, float *dw, float *db,
 struct element_of_bf16 {
     const uint16_t *x;
     int N;
-    __device__ void operator()(int64_t r, int j, float *s) const { s[0] += bf16_value(x[r * N + j]); }
+    __device__ void operator()(int64_t r, int j, float *s) const {
+        s[0] += bf16_value(x[r * N + j]);
+    }
 };
 
 extern "C" void cuda_linear_backward_bf16_grad(float *dx, float *dw, float *db,

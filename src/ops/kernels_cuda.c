@@ -36,7 +36,8 @@ const kernel_table cuda_kernels = {
     /* matmul */
     CUDA_KERNEL(gemm) CUDA_KERNEL(gemm_strided) CUDA_KERNEL(linear_forward) CUDA_KERNEL(linear_backward)
     CUDA_KERNEL(linear_forward_bf16_input) CUDA_KERNEL(linear_backward_bf16_input)
-    CUDA_KERNEL(linear_backward_bf16_grad) CUDA_KERNEL(add_column_sums) CUDA_KERNEL(matmul_forward) CUDA_KERNEL(matmul_backward)
+    CUDA_KERNEL(linear_backward_bf16_grad) CUDA_KERNEL(add_column_sums)
+    CUDA_KERNEL(matmul_forward) CUDA_KERNEL(matmul_backward)
     CUDA_KERNEL(residual_linear_forward)
     /* bf16 storage */
     CUDA_KERNEL(bf16_store) CUDA_KERNEL(bf16_load)

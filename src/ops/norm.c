@@ -92,10 +92,12 @@ void op_layernorm_linear_backward(tape_node *n) {
         const float *xs = x->data + r0 * C;
         kernels->layernorm_apply(y, xs, mean + r0, rstd + r0, ln_w->data, ln_b->data, rows, C);
         if (g16) {
-            kernels->linear_backward_bf16_grad(dy, dw, db, g16 + r0 * N, y, w->data, (int)rows, C, N);
+            kernels->linear_backward_bf16_grad(dy, dw, db, g16 + r0 * N, y, w->data, (int)rows, C,
+                                               N);
         } else {
             vitc_memory()->zero(dy, sizeof(float) * (size_t)(rows * C));
-            kernels->linear_backward(dy, dw, db, n->out->grad + r0 * N, y, w->data, (int)rows, C, N);
+            kernels->linear_backward(dy, dw, db, n->out->grad + r0 * N, y, w->data, (int)rows, C,
+                                     N);
         }
         kernels->layernorm_backward(dx ? dx + r0 * C : NULL, dln_w, dln_b, dy, xs, mean + r0, rstd + r0,
                            ln_w->data, rows, C);
