@@ -12,6 +12,7 @@
 #include "../src/cpu/gemm_bf16.h"
 #include "../src/cpu/mlp.h"
 #include "../src/core/threads.h"
+#include "../src/ops/op_table.h"
 #include "../src/ops/ops.h"
 #include "gradcheck.h"
 #include "model_check.h"
@@ -911,4 +912,112 @@ TEST(bf16_attention_tiles_round_as_the_reference) {
     SKIP_WITHOUT_BF16();
     check_attention_tiles(false);
     if (gemm_bf16_amx_here()) check_attention_tiles(true);
+}
+
+/* what the backward hook saw: after attention's node, q's, k's and v's gradients as written; after
+ * the chunks' node, its input's gradient */
+typedef struct qkv_grads {
+    tensor *x, *qkv[3];
+    float *g[3], *dx;
+    bool in_bf16[3];
+} qkv_grads;
+
+static void capture_qkv_grads(int node, void *ctx) {
+    qkv_grads *c = ctx;
+    int op = tape_node_at(node)->op;
+    if (op == OP_LINEAR_CHUNKS) {
+        c->dx = malloc(sizeof(float) * c->x->numel);
+        memcpy(c->dx, c->x->grad, sizeof(float) * c->x->numel);
+    }
+    if (op != OP_ATTENTION) return;
+    for (int i = 0; i < 3; i++) {
+        tensor *t = c->qkv[i];
+        c->in_bf16[i] = t->grad && t->grad_bf16;
+        c->g[i] = calloc((size_t)t->numel, sizeof(float));
+        if (c->in_bf16[i]) bf16_load(c->g[i], (const uint16_t *)t->grad, t->numel);
+    }
+}
+
+/* Under bf16, attention writes the gradients of q, k and v from op_linear_chunks rounded to bf16
+ * (their one reader): the fp32 gradients that the same tiles add into a leaf's, rounded. The chunks'
+ * node then takes them in one product each for x's and w's gradient: x's, w's and b's gradients
+ * are those sums of the bf16 values (products exact, sums within fp32 rounding of a double
+ * reference), from x in fp32 and from Swin's windows kept in bf16 (two blocks of query rows), and
+ * for chunks of 48 columns, which the products cannot read as blocks (each chunk widened). */
+TEST(bf16_attention_writes_qkv_gradients_that_one_product_takes) {
+    SKIP_WITHOUT_BF16();
+    rng r;
+    rng_seed(&r, 43, RNG_TEST);
+    const int seqs = 3, n = 70;
+    for (int t = 0; t < 3; t++) {
+        int windows = t == 1, heads = t < 2 ? 2 : 3, d = t < 2 ? 32 : 16, C = heads * d, M = seqs * n;
+        tensor *x = windows ? LEAF(&r, 1, seqs, 10, 7, C) : LEAF(&r, 1, seqs, n, C);
+        tensor *ln_w = LEAF(&r, 0.5f, C), *ln_b = LEAF(&r, 0.5f, C);
+        tensor *w = LEAF(&r, 0.2f, 3 * C, C), *b = LEAF(&r, 0.5f, 3 * C);
+        float *dout = malloc(sizeof(float) * M * C);
+        for (int i = 0; i < M * C; i++) dout[i] = rng_normal(&r);
+        vitc_set_precision(PRECISION_BF16, NULL);
+        qkv_grads c = {0};
+        c.x = windows ? op_layernorm_windows(x, ln_w, ln_b, 1e-5f, 10, 7, 0) : x;
+        float *xs = malloc(sizeof(float) * M * C);
+        if (c.x->bf16) bf16_load(xs, tensor_bf16(c.x), (int64_t)M * C);
+        else memcpy(xs, c.x->data, sizeof(float) * M * C);
+        op_linear_chunks(c.x, w, b, 3, c.qkv);
+        tensor *y = op_attention(c.qkv[0], c.qkv[1], c.qkv[2], heads, 0.177f, NULL, NULL, 1);
+        tape_set_backward_hook(capture_qkv_grads, &c);
+        tape_backward_from(y, dout);
+        tape_set_backward_hook(NULL, NULL);
+        /* the same attention on leaves holding q, k and v: fp32 gradients */
+        tensor *leaf[3];
+        for (int i = 0; i < 3; i++) {
+            leaf[i] = LEAF(&r, 0, seqs, n, C);
+            memcpy(leaf[i]->data, c.qkv[i]->data, sizeof(float) * M * C);
+        }
+        tape_reset();
+        tensor *y2 = op_attention(leaf[0], leaf[1], leaf[2], heads, 0.177f, NULL, NULL, 1);
+        tape_backward_from(y2, dout);
+        vitc_set_precision(PRECISION_FP32, NULL);
+        static const char *names[3] = {"q", "k", "v"};
+        for (int i = 0; i < 3; i++) {
+            EXPECT(c.in_bf16[i], "%s's gradient is not kept in bf16", names[i]);
+            int64_t off = 0;
+            for (int j = 0; j < M * C; j++)
+                off += c.g[i][j] != bf16_to_float(bf16_from_float(leaf[i]->grad[j]));
+            EXPECT(off == 0, "%lld values of %s's bf16 gradient are not the fp32 one rounded",
+                   (long long)off, names[i]);
+        }
+        /* x's, w's and b's gradients from the bf16 ones, in double */
+        float *want_dx = calloc((size_t)M * C, sizeof(float));
+        float *want_dw = calloc((size_t)3 * C * C, sizeof(float)), *want_db = calloc((size_t)3 * C, sizeof(float));
+        for (int o = 0; o < 3 * C; o++) {
+            const float *g = c.g[o / C];
+            double sb = 0;
+            for (int m = 0; m < M; m++) sb += g[m * C + o % C];
+            want_db[o] = (float)sb;
+            for (int k = 0; k < C; k++) {
+                double s = 0;
+                for (int m = 0; m < M; m++)
+                    s += (double)g[m * C + o % C] * bf16_to_float(bf16_from_float(xs[m * C + k]));
+                want_dw[o * C + k] = (float)s;
+            }
+        }
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < C; k++) {
+                double s = 0;
+                for (int o = 0; o < 3 * C; o++)
+                    s += (double)c.g[o / C][m * C + o % C] *
+                         bf16_to_float(bf16_from_float(w->data[o * C + k]));
+                want_dx[m * C + k] = (float)s;
+            }
+        double e_dx = c.dx ? norm_rel_diff(c.dx, want_dx, (int64_t)M * C) : INFINITY;
+        double e_dw = norm_rel_diff(w->grad, want_dw, 3 * C * C);
+        double e_db = norm_rel_diff(b->grad, want_db, 3 * C);
+        EXPECT(e_dx < 1e-5 && e_dw < 1e-5 && e_db < 1e-5,
+               "%s, %d channels: dx %.2e, dw %.2e, db %.2e from the sums of the bf16 gradients",
+               windows ? "bf16 windows" : "fp32 input", C, e_dx, e_dw, e_db);
+        for (int i = 0; i < 3; i++) free(c.g[i]);
+        free(c.dx), free(xs), free(dout), free(want_dx), free(want_dw), free(want_db);
+        tape_reset();
+        arena_reset(&vitc_arena);
+    }
 }

@@ -547,3 +547,55 @@ TEST(bf16_gemm_reads_bf16_operands_as_stored) {
     }
     arena_reset(&vitc_arena);
 }
+
+/* A stored as blocks side by side (the gradients of q, k and v, each its own matrix) gives the bits
+ * of gemm_bf16_a16 on the one matrix they make, both ways round, B in fp32 or bf16, on one thread
+ * or two (thread splits of the turned A that fall inside a run of 16 rows), on AMX or not */
+static void check_a_blocks(bool amx) {
+    rng r;
+    rng_seed(&r, 15, RNG_TEST);
+    bool was = gemm_bf16_allow_amx(amx);
+    static const struct { int M, K, chunks, cols; } cases[] = {
+        {200, 40, 3, 64}, {77, 96, 3, 96}, {50, 24, 2, 32}, {1000, 20, 6, 32}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int M = cases[c].M, K = cases[c].K, chunks = cases[c].chunks, N = cases[c].cols;
+        int W = chunks * N;
+        float *G = randn(&r, (size_t)M * W, 1), *w = randn(&r, (size_t)W * K, 1);
+        float *x = randn(&r, (size_t)M * K, 1);
+        bf16 *G16 = kept_bf16(G, (size_t)M * W), *x16 = kept_bf16(x, (size_t)M * K);
+        const bf16 *blocks[6];
+        for (int i = 0; i < chunks; i++) {
+            bf16 *b = arena_alloc(&vitc_arena, (size_t)M * N * sizeof(bf16));
+            for (int m = 0; m < M; m++) memcpy(b + (size_t)m * N, G16 + (size_t)m * W + i * N, N * sizeof(bf16));
+            blocks[i] = b;
+        }
+        for (int threads = 1; threads <= 2; threads++)
+            for (int t = 0; t < 2; t++)
+                for (int b16 = 0; b16 < 2; b16++) {
+                    int rows = t ? W : M, cols = K, inner = t ? M : W;
+                    const float *B = t ? x : w;
+                    size_t nc = (size_t)rows * cols;
+                    float *want = randn(&r, nc, 1), *got = arena_alloc(&vitc_arena, nc * sizeof(float));
+                    memcpy(got, want, nc * sizeof(float));
+                    gemm_bf16_a16(t, false, rows, cols, inner, 1.0f, G16, W, B, K, 1.0f, want, cols,
+                                  threads);
+                    gemm_bf16_a16_blocks(t, rows, cols, inner, blocks, N, b16 && t ? NULL : B,
+                                         b16 && t ? x16 : NULL, K, 1.0f, got, cols, threads);
+                    for (size_t o = 0; o < nc; o++)
+                        EXPECT(same(got[o], want[o]),
+                               "%s, %d blocks of %d x %d, trans_a %d, B in %s, threads %d: C[%zu] = "
+                               "%a, want %a", amx ? "amx" : "vdpbf16ps", chunks, M, N, t,
+                               b16 && t ? "bf16" : "fp32", threads, o, got[o], want[o]);
+                    if (test_failed()) goto done;
+                }
+    }
+done:
+    gemm_bf16_allow_amx(was);
+    arena_reset(&vitc_arena);
+}
+
+TEST(bf16_gemm_blocks_of_a_give_the_bits_of_one_matrix) {
+    NEEDS_BF16();
+    check_a_blocks(false);
+    if (gemm_bf16_amx_here()) check_a_blocks(true);
+}

@@ -22,6 +22,12 @@ bool tape_set_grad_enabled(bool on) {
 }
 
 tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in) {
+    return tape_record_outputs(op, 1, &out, n_in, in);
+}
+
+tape_node *tape_record_outputs(int op, int n_out, tensor *const *out, int n_in, tensor *const *in) {
+    CHECK(n_out >= 1 && n_out <= TAPE_MAX_OUTPUTS, "op %s has %d outputs (at most %d)",
+          op_table[op].name, n_out, TAPE_MAX_OUTPUTS);
     CHECK(n_in <= TAPE_MAX_INPUTS, "op %s has %d inputs (at most %d)", op_table[op].name, n_in,
           TAPE_MAX_INPUTS);
     for (int i = 0; i < n_in; i++)
@@ -40,14 +46,22 @@ tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in) {
     tape_node *node = &tape.nodes[tape.n++];
     memset(node, 0, sizeof(*node));
     node->op = op;
-    node->out = out;
+    node->out = out[0];
+    for (int i = 1; i < n_out; i++) node->more_out[i - 1] = out[i];
     node->n_in = n_in;
     for (int i = 0; i < n_in; i++) {
         node->in[i] = in[i];
-        if (in[i] && in[i]->bf16) in[i]->readers++;
+        if (in[i] && !in[i]->name) in[i]->readers++;
     }
-    out->requires_grad = true;
+    for (int i = 0; i < n_out; i++) {
+        out[i]->requires_grad = true;
+        out[i]->made_by = op + 1;
+    }
     return node;
+}
+
+tensor *tape_node_output(const tape_node *node, int i) {
+    return i == 0 ? node->out : i < TAPE_MAX_OUTPUTS ? node->more_out[i - 1] : NULL;
 }
 
 static void give_back(const tensor *t) {
@@ -64,7 +78,15 @@ static void give_back_activations(const tape_node *node, bool consuming) {
     if (!consuming) return;
     for (int i = 0; i < node->n_in; i++)
         if (node->in[i] && node->in[i]->data == node->out->data) return;
-    give_back(node->out);
+    tensor *out;
+    for (int i = 0; (out = tape_node_output(node, i)); i++) give_back(out);
+}
+
+static bool reached_by_loss(const tape_node *node) {
+    tensor *out;
+    for (int i = 0; (out = tape_node_output(node, i)); i++)
+        if (out->grad) return true;
+    return false;
 }
 
 static tape_backward_hook hook;
@@ -80,15 +102,19 @@ const tape_node *tape_node_at(int i) { return &tape.nodes[i]; }
 static void run_backward(bool consuming) {
     for (int i = tape.n - 1; i >= 0; i--) {
         tape_node *node = &tape.nodes[i];
-        if (node->out->grad) { /* else nothing downstream of this node reached the loss */
-            if (node->out->grad_bf16 && !op_takes_bf16_grad(node->op)) op_widen_grad(node->out);
+        tensor *out;
+        if (reached_by_loss(node)) { /* else nothing downstream of this node reached the loss */
+            for (int o = 0; (out = tape_node_output(node, o)); o++)
+                if (out->grad_bf16 && !op_takes_bf16_grad(node->op)) op_widen_grad(out);
             op_table[node->op].backward(node);
-            /* the output's gradient is complete and now consumed, and so are the node's
+            /* the outputs' gradients are complete and now consumed, and so are the node's
              * activations: their memory serves later gradients */
-            if (node->out->grad) /* (an input may have taken it over) */
-                arena_give_back(vitc_data_arena(), node->out->grad, tensor_grad_bytes(node->out));
-            node->out->grad = NULL;
-            node->out->grad_bf16 = false;
+            for (int o = 0; (out = tape_node_output(node, o)); o++) {
+                if (out->grad) /* (an input may have taken it over) */
+                    arena_give_back(vitc_data_arena(), out->grad, tensor_grad_bytes(out));
+                out->grad = NULL;
+                out->grad_bf16 = false;
+            }
             give_back_activations(node, consuming);
         }
         if (hook) hook(i, hook_ctx);

@@ -6,13 +6,15 @@
 #include "tensor.h"
 
 #define TAPE_MAX_INPUTS 5
+#define TAPE_MAX_OUTPUTS 6
 #define TAPE_MAX_SAVED 4
 #define TAPE_MAX_IARGS 12
 #define TAPE_MAX_FARGS 4
 
 typedef struct tape_node {
     int op;
-    tensor *out;
+    tensor *out;                             /* the output, or the first of several */
+    tensor *more_out[TAPE_MAX_OUTPUTS - 1]; /* the others of an op with several (NULL after) */
     tensor *in[TAPE_MAX_INPUTS];
     int n_in;
     tensor *saved[TAPE_MAX_SAVED]; /* forward by-products the backward needs (mean, rstd, mask...) */
@@ -34,6 +36,11 @@ bool tape_set_grad_enabled(bool on);
 /* Records a node when grad mode is on and any input requires a gradient; then marks out as requiring
  * one. Returns the node for the op to fill in saved tensors and arguments, or NULL. */
 tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in);
+/* The same for an op with n_out outputs (the chunks of one product): its backward runs when any of
+ * them has a gradient, and the tape gives all of them back as it does a single output. */
+tape_node *tape_record_outputs(int op, int n_out, tensor *const *out, int n_in, tensor *const *in);
+/* output i of a node (0: node->out), or NULL past its last */
+tensor *tape_node_output(const tape_node *node, int i);
 
 /* Seeds d(loss)/d(loss) = 1 for a one-element loss and runs the reverse pass. */
 void tape_backward(tensor *loss);

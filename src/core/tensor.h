@@ -18,7 +18,8 @@ typedef struct tensor {
     float *data; /* numel floats, or with bf16 numel bfloat16 values (tensor_bf16) */
     float *grad; /* NULL until a gradient flows into it (tensor_grad allocates it zeroed) */
     bool grad_bf16; /* grad holds numel bf16 values (tensor_grad_bf16), not floats */
-    int readers;    /* of a bf16 tensor: the recorded ops that read it */
+    int readers;    /* of an activation: the recorded ops that read it */
+    int made_by;    /* the op of the recorded node that made it, plus 1 (0: none, a leaf) */
     int64_t numel;
     int ndim;
     int shape[TENSOR_MAX_DIMS];

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../core/check.h"
 #include "../core/precision.h"
 #include "../core/threads.h"
 #include "attention_blocks.h"
@@ -382,12 +383,17 @@ static void backward_pair(float *dq, float *dk, float *dv, float *dbias, const f
     if (dk) gemm_strided(true, false, m, d, n, a->scale, dP, m, q + qo, C, 1.0f, dk + ko, C);
 }
 
-void attention_backward(float *dq, float *dk, float *dv, float *dbias, const float *dout,
-                        const float *lse, const float *q, const float *k, const float *v,
-                        const attn_dims *a, float *scratch) {
+bool attention_grads_in_bf16(const attn_dims *a) { return backward_path(a) == ON_BF16_TILES; }
+
+void attention_backward(const attn_grads *g, float *dbias, const float *dout, const float *lse,
+                        const float *q, const float *k, const float *v, const attn_dims *a,
+                        float *scratch) {
     size_t hnm = (size_t)a->heads * a->n * a->m;
     int pairs = a->seqs * a->heads;
     attn_path path = backward_path(a);
+    CHECK(path == ON_BF16_TILES || (!g->dq16 && !g->dk16 && !g->dv16),
+          "attention: bf16 gradients off the bf16 tiles (attention_grads_in_bf16)");
+    float *dq = g->dq, *dk = g->dk, *dv = g->dv;
     if (path == ON_GEMMS && !attn_pairs_in_parallel(a)) {
         for (int p = 0; p < pairs; p++)
             backward_pair(dq, dk, dv, dbias, dout, lse, q, k, v, a, p, scratch, true);
@@ -406,7 +412,7 @@ void attention_backward(float *dq, float *dk, float *dv, float *dbias, const flo
         if (path == ON_TILES)
             tiled_backward_pair(dq, dk, dv, dbias_h, dout, lse, q, k, v, a, p, scratch + t * per_thread);
         else if (path == ON_BF16_TILES)
-            attention_bf16_backward_pair(dq, dk, dv, dbias_h, dout, lse, q, k, v, a, p,
+            attention_bf16_backward_pair(g, dbias_h, dout, lse, q, k, v, a, p,
                                          scratch + t * per_thread);
         else
             backward_pair(dq, dk, dv, dbias_t, dout, lse, q, k, v, a, p, scratch + t * per_thread, false);

@@ -4,10 +4,12 @@
  * GEMMs (OpenBLAS, or gemm_bf16).
  * Only each row's log-sum-exp is kept for the backward, which recomputes the probabilities from q
  * and k (one more n x m x d GEMM per pair instead of holding seqs·heads·n·m floats from the forward
- * to the backward). Backward kernels accumulate (+=). */
+ * to the backward). Backward kernels accumulate (+=) into fp32 gradients; a gradient kept in bf16
+ * (attention_grads_in_bf16) is written whole instead. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct attn_dims {
     int seqs, n, m, heads, d; /* q (seqs, n, heads·d); k, v (seqs, m, heads·d) */
@@ -17,6 +19,16 @@ typedef struct attn_dims {
     int windows;
 } attn_dims;
 
+/* where the backward puts the gradients of q, k and v: added into floats (dq, dk, dv), or written
+ * rounded to bf16 (dq16, dk16, dv16: attention their one reader); NULL both: not wanted */
+typedef struct attn_grads {
+    float *dq, *dk, *dv;
+    uint16_t *dq16, *dk16, *dv16;
+} attn_grads;
+
+/* whether attention_backward can write bf16 gradients for these dimensions (it runs on bf16 tiles) */
+bool attention_grads_in_bf16(const attn_dims *a);
+
 /* floats of scratch attention_forward and attention_backward (with dbias or not) need */
 size_t attention_scratch_floats(const attn_dims *a, bool backward, bool dbias);
 
@@ -24,8 +36,8 @@ size_t attention_scratch_floats(const attn_dims *a, bool backward, bool dbias);
  * (seqs, heads, n) receives each row's log-sum-exp of the logits for the backward, or is NULL. */
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                        const attn_dims *a, float *scratch);
-/* dq, dk, dv (shaped like q, k, v) and dbias (heads, n, m) += the gradients given dout and the
- * forward's lse; any of them NULL is skipped. */
-void attention_backward(float *dq, float *dk, float *dv, float *dbias, const float *dout,
-                        const float *lse, const float *q, const float *k, const float *v,
-                        const attn_dims *a, float *scratch);
+/* q's, k's and v's gradients (attn_grads) and dbias (heads, n, m) += the gradients given dout
+ * and the forward's lse; any of them NULL is skipped. */
+void attention_backward(const attn_grads *g, float *dbias, const float *dout, const float *lse,
+                        const float *q, const float *k, const float *v, const attn_dims *a,
+                        float *scratch);

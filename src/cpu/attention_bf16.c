@@ -34,9 +34,11 @@ size_t attention_bf16_thread_floats(const attn_dims *a, bool backward) {
     if (!backward) /* k's key pairs, v's row pairs, q's row words, logits, probabilities' row words */
         return 2 * lines(d / 2 * mp) + lines(rows * d / 2) + lines(rows * mp) + lines(rows * mp / 2);
     /* k's and v's key pairs, k's row pairs; logits and their gradient; q's, dout's and dS's row
-     * words; a transposed block (Pᵀ or dSᵀ in row pairs), a block's row pairs (dout or q) */
+     * words; a transposed block (Pᵀ or dSᵀ in row pairs), a block's row pairs (dout or q); dk's
+     * and dv's sums and a block's dq, in floats, for gradients written in bf16 */
     return 3 * lines(d / 2 * mp) + 2 * lines(rows * mp) + 2 * lines(rows * d / 2) +
-           lines(rows * mp / 2) + lines(mp * rows / 2) + lines(rows / 2 * d);
+           lines(rows * mp / 2) + lines(mp * rows / 2) + lines(rows / 2 * d) +
+           2 * lines(mp * d) + lines(rows * d);
 }
 
 static uint32_t *take(float **scratch, size_t words) {
@@ -226,10 +228,27 @@ void attention_bf16_forward(float *out, float *lse, const float *q, const float 
     }
 }
 
-void attention_bf16_backward_pair(float *dq, float *dk, float *dv, float *dbias_h,
-                                  const float *dout, const float *lse, const float *q,
-                                  const float *k, const float *v, const attn_dims *a, int pair,
-                                  float *scratch) {
+/* where a pair's gradient goes: into the fp32 gradient at `at` (row stride C, added to), or, for one
+ * kept in bf16, into floats (row stride d) that are rounded into it once complete */
+typedef struct grad_rows {
+    float *out;
+    size_t ld;
+    bool add; /* the fp32 gradient itself: every product adds */
+} grad_rows;
+
+static grad_rows grad_rows_of(float *g32, const uint16_t *g16, size_t at, int C, float *sums, int d) {
+    if (g32) return (grad_rows){g32 + at, (size_t)C, true};
+    return (grad_rows){g16 ? sums : NULL, (size_t)d, false};
+}
+
+/* a gradient kept in bf16: its `rows` rows at `at` (row stride C) = the floats' rows rounded */
+BF16_TARGET static void round_into(uint16_t *g16, size_t at, int C, const float *sums, int rows, int d) {
+    if (g16) round_rows((uint32_t *)(g16 + at), (size_t)C / 2, sums, (size_t)d, rows, d);
+}
+
+void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const float *dout,
+                                  const float *lse, const float *q, const float *k, const float *v,
+                                  const attn_dims *a, int pair, float *scratch) {
     CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
     int sq = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
     size_t mp = padded16(m), qo = (size_t)sq * n * C + h * d, ko = (size_t)sq * m * C + h * d;
@@ -240,36 +259,48 @@ void attention_bf16_backward_pair(float *dq, float *dk, float *dv, float *dbias_
     uint32_t *qw = take(&s, ATTN_BLOCK_ROWS * d / 2), *dow = take(&s, ATTN_BLOCK_ROWS * d / 2);
     uint32_t *sw = take(&s, ATTN_BLOCK_ROWS * mp / 2), *tw = take(&s, mp * half);
     uint32_t *cw = take(&s, half * d);
-    bool need_ds = dq || dk || dbias_h;
+    float *dk_sums = (float *)take(&s, mp * d), *dv_sums = (float *)take(&s, mp * d);
+    float *dq_block = (float *)take(&s, ATTN_BLOCK_ROWS * d);
+    grad_rows dk = grad_rows_of(g->dk, g->dk16, ko, C, dk_sums, d);
+    grad_rows dv = grad_rows_of(g->dv, g->dv16, ko, C, dv_sums, d);
+    bool want_dq = g->dq || g->dq16, need_ds = want_dq || dk.out || dbias_h;
     key_pairs(kw, mp, k + ko, C, m, d);
     if (need_ds) key_pairs(vkw, mp, v + ko, C, m, d);
-    if (dq) pair_rows(kpw, k + ko, C, m, d, (int)(mp / 2));
+    if (want_dq) pair_rows(kpw, k + ko, C, m, d, (int)(mp / 2));
     for (int i0 = 0; i0 < n; i0 += ATTN_BLOCK_ROWS) {
         int rows = min_int(ATTN_BLOCK_ROWS, n - i0), pairs = (rows + 1) / 2;
         const float *q_block = q + qo + (size_t)i0 * C, *dout_block = dout + qo + (size_t)i0 * C;
         block_logits(P, qw, q_block, kw, a, rows);
         attn_block_add_bias_mask(P, a, pair, i0, i0 + rows, mp);
         attn_block_probs(P, lse + (size_t)pair * n + i0, rows, mp);
-        if (dv) { /* dv += Pᵀ dout */
+        if (dv.out) { /* dv += Pᵀ dout */
             transposed_pairs(tw, half, P, mp, rows, m);
             pair_rows(cw, dout_block, C, rows, d, pairs);
-            word_product(dv + ko, C, tw, half, cw, d, pairs, m, d / 16, 1.0f, true);
+            word_product(dv.out, dv.ld, tw, half, cw, d, pairs, m, d / 16, 1.0f, dv.add || i0 > 0);
         }
         if (!need_ds) continue;
         round_rows(dow, d / 2, dout_block, C, rows, d); /* dP = dout vᵀ, then dS in its place */
         word_product(dP, mp, dow, d / 2, vkw, mp, d / 2, rows, (int)(mp / 16), 1.0f, false);
         attn_softmax_grad_rows(dP, P, mp, dbias_h ? dbias_h + (size_t)i0 * m : NULL, rows, m, false);
-        if (dq) { /* dq += scale dS k */
+        if (want_dq) { /* dq += scale dS k */
             round_rows(sw, mp / 2, dP, mp, rows, (int)mp);
-            word_product(dq + qo + (size_t)i0 * C, C, sw, mp / 2, kpw, d, (int)(mp / 2), rows, d / 16,
-                         a->scale, true);
+            if (g->dq)
+                word_product(g->dq + qo + (size_t)i0 * C, C, sw, mp / 2, kpw, d, (int)(mp / 2),
+                             rows, d / 16, a->scale, true);
+            else {
+                word_product(dq_block, d, sw, mp / 2, kpw, d, (int)(mp / 2), rows, d / 16, a->scale,
+                             false);
+                round_into(g->dq16, qo + (size_t)i0 * C, C, dq_block, rows, d);
+            }
         }
-        if (dk) { /* dk += scale dSᵀ q */
+        if (dk.out) { /* dk += scale dSᵀ q */
             transposed_pairs(tw, half, dP, mp, rows, m);
             pair_rows(cw, q_block, C, rows, d, pairs);
-            word_product(dk + ko, C, tw, half, cw, d, pairs, m, d / 16, a->scale, true);
+            word_product(dk.out, dk.ld, tw, half, cw, d, pairs, m, d / 16, a->scale, dk.add || i0 > 0);
         }
     }
+    round_into(g->dk16, ko, C, dk_sums, m, d);
+    round_into(g->dv16, ko, C, dv_sums, m, d);
 }
 
 #else /* no compiler support: as on a CPU without the instruction */
@@ -280,11 +311,10 @@ void attention_bf16_forward(float *out, float *lse, const float *q, const float 
     FATAL("--precision bf16: this build has no AVX512_BF16 kernels; use --precision fp32");
 }
 
-void attention_bf16_backward_pair(float *dq, float *dk, float *dv, float *dbias_h,
-                                  const float *dout, const float *lse, const float *q,
-                                  const float *k, const float *v, const attn_dims *a, int pair,
-                                  float *scratch) {
-    (void)dq, (void)dk, (void)dv, (void)dbias_h, (void)dout, (void)lse, (void)q, (void)k, (void)v;
+void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const float *dout,
+                                  const float *lse, const float *q, const float *k, const float *v,
+                                  const attn_dims *a, int pair, float *scratch) {
+    (void)g, (void)dbias_h, (void)dout, (void)lse, (void)q, (void)k, (void)v;
     (void)a, (void)pair, (void)scratch;
     FATAL("--precision bf16: this build has no AVX512_BF16 kernels; use --precision fp32");
 }

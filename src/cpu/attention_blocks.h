@@ -35,7 +35,6 @@ size_t attention_bf16_thread_floats(const attn_dims *a, bool backward);
 void attention_bf16_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                             const attn_dims *a, float *scratch, size_t per_thread);
 /* one pair's gradients (dbias_h: this head's (n, m), or NULL), on the calling thread */
-void attention_bf16_backward_pair(float *dq, float *dk, float *dv, float *dbias_h,
-                                  const float *dout, const float *lse, const float *q,
-                                  const float *k, const float *v, const attn_dims *a, int pair,
-                                  float *scratch);
+void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const float *dout,
+                                  const float *lse, const float *q, const float *k, const float *v,
+                                  const attn_dims *a, int pair, float *scratch);

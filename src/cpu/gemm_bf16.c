@@ -38,15 +38,31 @@ static inline __mmask32 lanes32(int m) {
     return m >= 32 ? 0xffffffffu : m <= 0 ? 0 : (__mmask32)((1u << m) - 1);
 }
 
+/* an operand stored in bf16: one matrix (p), or `blocks` of block_cols columns side by side, each
+ * its own matrix; row stride ld either way */
+typedef struct stored16 {
+    const bf16 *p;
+    const bf16 *const *blocks;
+    int block_cols, ld;
+} stored16;
+
+/* element (r, c) as stored; a run of columns from c never crosses a block where c and the run's
+ * length divide block_cols (32 from a multiple of 32, 16 from a multiple of 16) */
+static inline const bf16 *stored_at(stored16 s, size_t r, int c) {
+    if (!s.blocks) return s.p + r * s.ld + c;
+    return s.blocks[c / s.block_cols] + r * s.ld + c % s.block_cols;
+}
+
 /* ap (rows, lda_p) = op(A)'s rows r0.. and columns k0..k0 + kc as bf16, zero past kc up to even;
- * from A16 (stored in bf16) where the job has it */
+ * from A16 (stored in bf16, its p or blocks non-NULL) where the job has it */
 BF16_TARGET static void pack_a_block(bf16 *ap, int lda_p, bool trans_a, const float *A,
-                                     const bf16 *A16, int lda, int r0, int rows, int k0, int kc) {
-    if (A16 && trans_a) { /* as the fp32 case below, from bf16 */
+                                     stored16 A16, int lda, int r0, int rows, int k0, int kc) {
+    bool a16 = A16.p || A16.blocks;
+    if (a16 && trans_a) { /* as the fp32 case below, from bf16 */
         for (int p0 = 0; 2 * p0 < kc; p0 += 16)
             for (int i0 = 0; i0 < rows; i0 += 16) {
                 vec16 x[16];
-                turned_pairs16_bf16(x, A16 + (size_t)k0 * lda + r0 + i0, (size_t)lda, p0, kc,
+                turned_pairs16_bf16(x, stored_at(A16, (size_t)k0, r0 + i0), (size_t)A16.ld, p0, kc,
                                     lanes(rows - i0));
                 for (int l = 0; l < 16 && i0 + l < rows; l++)
                     _mm512_mask_storeu_epi32(ap + (size_t)(i0 + l) * lda_p + 2 * p0,
@@ -54,13 +70,12 @@ BF16_TARGET static void pack_a_block(bf16 *ap, int lda_p, bool trans_a, const fl
             }
         return;
     }
-    if (A16) {
-        for (int i = 0; i < rows; i++) {
-            const bf16 *a = A16 + (size_t)(r0 + i) * lda + k0;
+    if (a16) {
+        for (int i = 0; i < rows; i++)
             for (int k = 0; k < kc; k += 32)
-                _mm512_mask_storeu_epi32(ap + (size_t)i * lda_p + k, pair_lanes(kc, k / 2),
-                                         _mm512_maskz_loadu_epi16(lanes32(kc - k), a + k));
-        }
+                _mm512_mask_storeu_epi32(
+                    ap + (size_t)i * lda_p + k, pair_lanes(kc, k / 2),
+                    _mm512_maskz_loadu_epi16(lanes32(kc - k), stored_at(A16, (size_t)(r0 + i), k0 + k)));
         return;
     }
     if (!trans_a) {
@@ -259,6 +274,8 @@ typedef struct gemm_job {
     bool trans_a, trans_b;
     const float *A, *B;
     const bf16 *A16, *B16;
+    const bf16 *const *A16_blocks; /* A16 as blocks of a_block_cols columns (stored16), or NULL */
+    int a_block_cols;
     int lda, ldb;
     const bf16 *ap, *bp;
     float *C;
@@ -270,7 +287,7 @@ typedef struct gemm_job {
 /* A16's rows are read as they are stored where they already are the packed form: pairs from an
  * even column, none past K */
 static bool a16_direct(const gemm_job *g) {
-    return g->A16 && !g->trans_a && g->K % 2 == 0 && g->lda % 2 == 0;
+    return g->A16 && !g->A16_blocks && !g->trans_a && g->K % 2 == 0 && g->lda % 2 == 0;
 }
 
 /* the block of `rows` x `width` elements from element `at` of an operand stored in fp32 (p) or
@@ -286,7 +303,7 @@ static region block_of(const float *p, const bf16 *p16, size_t at, int rows, int
  * rows 0) */
 static region a_region(const gemm_job *g, int r0, int rows, int k0) {
     int kc = min_int(KC, g->K - k0);
-    if (g->ap || a16_direct(g) || rows <= 0) return (region){0};
+    if (g->ap || a16_direct(g) || g->A16_blocks || rows <= 0) return (region){0};
     return g->trans_a ? block_of(g->A, g->A16, (size_t)k0 * g->lda + r0, kc, rows, g->lda)
                       : block_of(g->A, g->A16, (size_t)r0 * g->lda + k0, rows, kc, g->lda);
 }
@@ -295,6 +312,10 @@ static region b_region(const gemm_job *g, int j0, int k0) {
     if (g->bp || n <= 0 || kc <= 0) return (region){0};
     return g->trans_b ? block_of(g->B, g->B16, (size_t)j0 * g->ldb + k0, n, kc, g->ldb)
                       : block_of(g->B, g->B16, (size_t)k0 * g->ldb + j0, kc, n, g->ldb);
+}
+
+static stored16 a_stored16(const gemm_job *g) {
+    return (stored16){g->A16, g->A16_blocks, g->a_block_cols, g->lda};
 }
 
 /* rows i0..i1 of C, panels p0, p0 + step, ... */
@@ -313,7 +334,7 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
             const bf16 *a = a_block;
             if (g->ap) a = g->ap + (size_t)r0 * kp + k0, lda = kp;
             else if (a16_direct(g)) a = g->A16 + (size_t)r0 * g->lda + k0, lda = g->lda;
-            else pack_a_block(a_block, KC, g->trans_a, g->A, g->A16, g->lda, r0, rows, k0, kc);
+            else pack_a_block(a_block, KC, g->trans_a, g->A, a_stored16(g), g->lda, r0, rows, k0, kc);
             /* the block after this one: the next KC columns, else the next rows' first */
             int next_r0 = k0 + KC < g->K ? r0 : r0 + ROW_BLOCK,
                 next_k0 = k0 + KC < g->K ? k0 + KC : 0;
@@ -386,6 +407,12 @@ bool gemm_bf16_amx_here(void) { return VITC_AMX_KERNELS && cpu_has_amx_bf16(); }
 
 bool gemm_bf16_uses_amx(void) { return amx_allowed && gemm_bf16_amx_here(); }
 
+/* where thread t of a team starts its rows: A's blocks, turned, are read 16 rows a run (stored16) */
+static int row_split(const gemm_job *g, int t, int team) {
+    int i = (int)((int64_t)g->M * t / team);
+    return g->A16_blocks && g->trans_a && t < team ? i & ~15 : i;
+}
+
 static void gemm_run(const gemm_job *job, int threads) {
     CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
     gemm_job on_this_cpu = *job;
@@ -412,7 +439,7 @@ static void gemm_run(const gemm_job *job, int threads) {
 #pragma omp parallel num_threads(threads)
     {
         int t = vitc_thread_id(), team = vitc_team_size();
-        int i0 = (int)((int64_t)g->M * t / team), i1 = (int)((int64_t)g->M * (t + 1) / team);
+        int i0 = row_split(g, t, team), i1 = row_split(g, t + 1, team);
         if (split_rows) gemm_part(g, i0, i1, 0, 1);
         else gemm_part(g, 0, g->M, t, team);
     }
@@ -455,6 +482,17 @@ void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *
     gemm_run(&g, threads);
 }
 
+void gemm_bf16_a16_blocks(bool trans_a, int M, int N, int K, const bf16 *const *A, int block_cols,
+                          const float *B, const bf16 *B16, int ldb, float beta, float *C, int ldc,
+                          int threads) {
+    CHECK(block_cols % 32 == 0, "gemm_bf16_a16_blocks: blocks of %d columns (a multiple of 32)",
+          block_cols);
+    gemm_job g = {.M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta, .trans_a = trans_a,
+                  .A16_blocks = A, .a_block_cols = block_cols, .B = B, .B16 = B16,
+                  .lda = block_cols, .ldb = ldb, .C = C, .ldc = ldc};
+    gemm_run(&g, threads);
+}
+
 void gemm_bf16_packed_b_bias(int M, int N, int K, const float *A, int lda, const bf16 *bp,
                              const float *bias, float *C, int ldc, int threads) {
     gemm_job g = {.M = M, .N = N, .K = K, .alpha = 1.0f, .A = A, .lda = lda, .bp = bp, .C = C,
@@ -481,7 +519,8 @@ void gemm_bf16_pack_a(bf16 *ap, bool trans_a, int M, int K, const float *A, int 
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int r0 = 0; r0 < M; r0 += 64) {
         int rows = M - r0 < 64 ? M - r0 : 64;
-        pack_a_block(ap + (size_t)r0 * even(K), even(K), trans_a, A, NULL, lda, r0, rows, 0, K);
+        pack_a_block(ap + (size_t)r0 * even(K), even(K), trans_a, A, (stored16){0}, lda, r0, rows,
+                     0, K);
     }
 }
 
@@ -539,6 +578,14 @@ void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *
                    const bf16 *B, int ldb, float beta, float *C, int ldc, int threads) {
     (void)trans_a, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
     (void)beta, (void)C, (void)ldc, (void)threads;
+    unsupported();
+}
+
+void gemm_bf16_a16_blocks(bool trans_a, int M, int N, int K, const bf16 *const *A, int block_cols,
+                          const float *B, const bf16 *B16, int ldb, float beta, float *C, int ldc,
+                          int threads) {
+    (void)trans_a, (void)M, (void)N, (void)K, (void)A, (void)block_cols, (void)B, (void)B16;
+    (void)ldb, (void)beta, (void)C, (void)ldc, (void)threads;
     unsupported();
 }
 

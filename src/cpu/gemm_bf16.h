@@ -62,6 +62,13 @@ void gemm_bf16_b16(bool trans_a, int M, int N, int K, float alpha, const float *
  * bf16 (dx = dy w reads its rows in place, dw = dyᵀ x turns them while packing) */
 void gemm_bf16_a16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16 *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads);
+/* gemm_bf16_a16 with alpha 1 and A stored as blocks side by side, each its own matrix of
+ * block_cols columns (a multiple of 32; row stride block_cols), and B in fp32 (B) or bf16 (B16, not
+ * transposed; the other NULL): the products of the chunks' gradients of one layer (q's, k's and
+ * v's), dx = [dq dk dv] w without trans_a, dw = [dq dk dv]ᵀ x with it */
+void gemm_bf16_a16_blocks(bool trans_a, int M, int N, int K, const bf16 *const *A, int block_cols,
+                          const float *B, const bf16 *B16, int ldb, float beta, float *C, int ldc,
+                          int threads);
 /* A (M, K) fp32, not transposed, against B packed beforehand (gemm_bf16_pack_b), alpha 1, a bias
  * as gemm_bf16_bias (NULL: beta 0): a layer's weights packed once for the products of many row
  * chunks. The same sums as gemm_bf16_bias. */

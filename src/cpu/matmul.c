@@ -6,6 +6,7 @@
 #include "../core/arena.h"
 #include "../core/precision.h"
 #include "../core/threads.h"
+#include "bf16_store.h"
 #include "gemm_bf16.h"
 #include "gemm_nt.h"
 #include "simd.h"
@@ -165,6 +166,27 @@ void linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *
     if (dx) gemm_bf16_a16(false, false, M, K, N, 1.0f, dout, N, w, K, 0.0f, dx, K, gemm_threads());
     if (dw) gemm_bf16_a16(true, false, N, K, M, 1.0f, dout, N, x, K, 1.0f, dw, K, gemm_threads());
     if (db) column_sums(db, NULL, dout, M, N);
+}
+
+void linear_chunks_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *const *dout,
+                                      int chunks, const float *x, const uint16_t *x16,
+                                      const float *w, int M, int K, int N) {
+    if (N % 32) { /* blocks gemm_bf16_a16_blocks cannot read: each chunk widened */
+        float *g = scratch_floats((size_t)M * N);
+        for (int i = 0; i < chunks; i++) {
+            bf16_load(g, dout[i], (int64_t)M * N);
+            float *dwi = dw ? dw + (size_t)i * N * K : NULL, *dbi = db ? db + i * N : NULL;
+            if (x16) linear_backward_bf16_input(dx, dwi, dbi, g, x16, w + (size_t)i * N * K, M, K, N);
+            else linear_backward(dx, dwi, dbi, g, x, w + (size_t)i * N * K, M, K, N);
+        }
+        scratch_done(g, (size_t)M * N);
+        return;
+    }
+    int threads = gemm_threads();
+    if (dx) gemm_bf16_a16_blocks(false, M, K, chunks * N, dout, N, w, NULL, K, 1.0f, dx, K, threads);
+    if (dw) gemm_bf16_a16_blocks(true, chunks * N, K, M, dout, N, x, x16, K, 1.0f, dw, K, threads);
+    if (db)
+        for (int i = 0; i < chunks; i++) column_sums(db + i * N, NULL, dout[i], M, N);
 }
 
 void residual_linear_forward(float *out, const float *res, const float *act, const float *w,

@@ -153,10 +153,16 @@ extern "C" void cuda_attention_forward(float *out, float *lse, const float *q, c
     }
 }
 
-extern "C" void cuda_attention_backward(float *dq, float *dk, float *dv, float *dbias,
-                                        const float *dout, const float *lse, const float *q,
-                                        const float *k, const float *v, const attn_dims *a,
-                                        float *scratch) {
+extern "C" bool cuda_attention_grads_in_bf16(const attn_dims *a) {
+    (void)a;
+    return false;
+}
+
+extern "C" void cuda_attention_backward(const attn_grads *g, float *dbias, const float *dout,
+                                        const float *lse, const float *q, const float *k,
+                                        const float *v, const attn_dims *a, float *scratch) {
+    CHECK(!g->dq16 && !g->dk16 && !g->dv16, "attention: bf16 gradients on the GPU");
+    float *dq = g->dq, *dk = g->dk, *dv = g->dv;
     const int n = a->n, m = a->m, d = a->d, C = a->heads * d, chunk = chunk_seqs(a);
     const long long hnm = (long long)a->heads * n * m, qs = (long long)n * C, ks = (long long)m * C;
     const bool need_ds = dq || dk || dbias;

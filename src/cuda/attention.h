@@ -15,9 +15,11 @@ extern "C" {
 size_t cuda_attention_scratch_floats(const attn_dims *a, bool backward, bool dbias);
 void cuda_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                             const attn_dims *a, float *scratch);
-void cuda_attention_backward(float *dq, float *dk, float *dv, float *dbias, const float *dout,
-                             const float *lse, const float *q, const float *k, const float *v,
-                             const attn_dims *a, float *scratch);
+/* fp32 gradients only: cuda_attention_grads_in_bf16 says no */
+void cuda_attention_backward(const attn_grads *g, float *dbias, const float *dout, const float *lse,
+                             const float *q, const float *k, const float *v, const attn_dims *a,
+                             float *scratch);
+bool cuda_attention_grads_in_bf16(const attn_dims *a);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,10 @@ void cuda_linear_backward_bf16_input(float *dx, float *dw, float *db, const floa
 /* as linear_backward_bf16_grad: dout kept in bf16, dx written */
 void cuda_linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *dout,
                                     const float *x, const float *w, int M, int K, int N);
+/* as linear_chunks_backward_bf16_grad: each chunk's own products */
+void cuda_linear_chunks_backward_bf16_grad(float *dx, float *dw, float *db,
+                                           const uint16_t *const *dout, int chunks, const float *x,
+                                           const uint16_t *x16, const float *w, int M, int K, int N);
 
 /* sums (N) += the column sums of x (M, N) */
 void cuda_add_column_sums(float *sums, const float *x, int64_t M, int N);

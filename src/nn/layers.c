@@ -26,10 +26,7 @@ void nn_linear_init(nn_linear *l, param_store *ps, const char *name, int in, int
 tensor *nn_linear_forward(const nn_linear *l, tensor *x) { return op_linear(x, l->w, l->b); }
 
 void nn_linear_chunks(const nn_linear *l, tensor *x, int n, tensor **out) {
-    int rows = l->w->shape[0] / n;
-    CHECK(rows * n == l->w->shape[0], "linear: %d outputs do not split into %d chunks",
-          l->w->shape[0], n);
-    for (int i = 0; i < n; i++) out[i] = op_linear_rows(x, l->w, l->b, i * rows, rows);
+    op_linear_chunks(x, l->w, l->b, n, out);
 }
 
 void nn_layernorm_init(nn_layernorm *l, param_store *ps, const char *name, int dim, float eps) {

@@ -69,16 +69,32 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, te
     return out;
 }
 
+/* a gradient attention writes whole in bf16: under --precision bf16, for an input nothing else reads
+ * (no other op adds to its gradient) made by an op that reads its gradient as a rounded operand
+ * anyway (op_takes_bf16_grad: q, k and v of op_linear_chunks) */
+static bool grad_in_bf16(const tensor *t, bool tiles16) {
+    return tiles16 && t->requires_grad && !t->grad && t->readers == 1 && t->made_by &&
+           op_takes_bf16_grad(t->made_by - 1);
+}
+
 void op_attention_backward(tape_node *node) {
     tensor *q = node->in[0], *k = node->in[1], *v = node->in[2], *bias = node->in[3];
     attn_dims a = dims_of(q, k, node->iarg[0], node->farg[0], bias, node->ptr, node->iarg[1]);
-    float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dk = k->requires_grad ? tensor_grad(k) : NULL;
-    float *dv = v->requires_grad ? tensor_grad(v) : NULL;
+    bool tiles16 = op_keeps_bf16() && kernels->attention_grads_in_bf16(&a);
+    attn_grads g = {0};
+    tensor *qkv[3] = {q, k, v};
+    float **g32[3] = {&g.dq, &g.dk, &g.dv};
+    uint16_t **g16[3] = {&g.dq16, &g.dk16, &g.dv16};
+    for (int i = 0; i < 3; i++) {
+        if (grad_in_bf16(qkv[i], tiles16)) *g16[i] = tensor_grad_bf16(qkv[i]);
+        else if (qkv[i]->requires_grad) *g32[i] = tensor_grad(qkv[i]);
+    }
     float *dbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
     const float *qd = floats_of(q), *kd = floats_of(k), *vd = floats_of(v);
     size_t n_scratch = kernels->attention_scratch_floats(&a, true, dbias);
     float *scratch = scratch_floats(n_scratch);
-    kernels->attention_backward(dq, dk, dv, dbias, node->out->grad, node->saved[0]->data, qd, kd, vd, &a, scratch);
+    kernels->attention_backward(&g, dbias, node->out->grad, node->saved[0]->data, qd, kd, vd, &a,
+                                scratch);
     scratch_done(scratch, n_scratch);
     done_floats(v, vd), done_floats(k, kd), done_floats(q, qd);
 }

@@ -24,6 +24,7 @@ static inline int64_t items_per_pass(int64_t items, int64_t floats_per_item, int
 }
 
 void op_linear_backward(tape_node *n);
+void op_linear_chunks_backward(tape_node *n);
 void op_matmul_backward(tape_node *n);
 void op_add_backward(tape_node *n);
 void op_mul_backward(tape_node *n);

@@ -23,7 +23,8 @@
     X(silu_forward) X(silu_backward) X(gelu_tanh_forward) X(gelu_tanh_backward)                    \
     X(layernorm_modulate_forward) X(layernorm_modulate_backward) X(gated_residual_forward)         \
     X(gated_residual_backward) X(embedding_forward) X(embedding_backward)
-#define KERNELS_ATTENTION(X) X(attention_scratch_floats) X(attention_forward) X(attention_backward)
+#define KERNELS_ATTENTION(X)                                                                       \
+    X(attention_scratch_floats) X(attention_forward) X(attention_backward) X(attention_grads_in_bf16)
 #define KERNELS_BF16_STORE(X) X(bf16_store) X(bf16_load)
 #define KERNELS_CONV(X)                                                                            \
     X(conv2d_forward) X(conv2d_backward) X(dwconv2d_forward) X(dwconv2d_backward)                  \
@@ -45,8 +46,9 @@
     X(mse_backward) X(ddpm_loss_forward) X(ddpm_loss_backward)
 #define KERNELS_MATMUL(X)                                                                          \
     X(gemm) X(gemm_strided) X(linear_forward) X(linear_backward) X(linear_forward_bf16_input)      \
-    X(linear_backward_bf16_input) X(linear_backward_bf16_grad) X(add_column_sums)                  \
-    X(residual_linear_forward) X(matmul_forward) X(matmul_backward)
+    X(linear_backward_bf16_input) X(linear_backward_bf16_grad)                                     \
+    X(linear_chunks_backward_bf16_grad) X(add_column_sums) X(residual_linear_forward)              \
+    X(matmul_forward) X(matmul_backward)
 #define KERNELS_MLP(X)                                                                             \
     X(mlp_residual_forward) X(mlp_scratch_floats) X(mlp_hidden_backward_scratch_floats)            \
     X(mlp_hidden_backward_bf16) X(scale_groups)

@@ -36,7 +36,8 @@ const kernel_table cuda_kernels = {
     /* matmul */
     CUDA_KERNEL(gemm) CUDA_KERNEL(gemm_strided) CUDA_KERNEL(linear_forward) CUDA_KERNEL(linear_backward)
     CUDA_KERNEL(linear_forward_bf16_input) CUDA_KERNEL(linear_backward_bf16_input)
-    CUDA_KERNEL(linear_backward_bf16_grad) CUDA_KERNEL(add_column_sums)
+    CUDA_KERNEL(linear_backward_bf16_grad) CUDA_KERNEL(linear_chunks_backward_bf16_grad)
+    CUDA_KERNEL(add_column_sums)
     CUDA_KERNEL(matmul_forward) CUDA_KERNEL(matmul_backward)
     CUDA_KERNEL(residual_linear_forward)
     /* bf16 storage */
@@ -64,6 +65,7 @@ const kernel_table cuda_kernels = {
     CUDA_KERNEL(relpos_gather_backward)
     /* attention */
     CUDA_KERNEL(attention_scratch_floats) CUDA_KERNEL(attention_forward) CUDA_KERNEL(attention_backward)
+    CUDA_KERNEL(attention_grads_in_bf16)
     /* linear attention */
     CUDA_KERNEL(focus_scratch_floats) CUDA_KERNEL(focus_forward) CUDA_KERNEL(focus_backward)
     CUDA_KERNEL(linear_attention_forward) CUDA_KERNEL(linear_attention_scratch_floats)

@@ -9,15 +9,16 @@
 
 double op_macs;
 
-tensor *op_linear_rows(tensor *x, tensor *w, tensor *b, int row0, int rows) {
-    int K = x->shape[x->ndim - 1];
-    CHECK(w->ndim == 2 && w->shape[1] == K, "linear: input %s does not match weight %s",
-          SHAPE_STR(x), SHAPE_STR(w));
+static void check_linear(const tensor *x, const tensor *w, const tensor *b) {
+    CHECK(w->ndim == 2 && w->shape[1] == x->shape[x->ndim - 1],
+          "linear: input %s does not match weight %s", SHAPE_STR(x), SHAPE_STR(w));
     CHECK(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]),
           "linear: bias %s does not match weight %s", SHAPE_STR(b), SHAPE_STR(w));
-    CHECK(row0 >= 0 && rows > 0 && row0 + rows <= w->shape[0],
-          "linear: output rows %d..%d outside weight %s", row0, row0 + rows, SHAPE_STR(w));
-    int M = (int)(x->numel / K), N = rows;
+}
+
+/* x times the rows row0.. of w (and of b) */
+static tensor *linear_rows_forward(tensor *x, tensor *w, tensor *b, int row0, int rows) {
+    int K = x->shape[x->ndim - 1], M = (int)(x->numel / K), N = rows;
     int shape[TENSOR_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;
@@ -26,8 +27,27 @@ tensor *op_linear_rows(tensor *x, tensor *w, tensor *b, int row0, int rows) {
     if (x->bf16) kernels->linear_forward_bf16_input(out->data, tensor_bf16(x), wr, br, M, K, N);
     else kernels->linear_forward(out->data, x->data, wr, br, M, K, N);
     op_macs += (double)M * K * N;
+    return out;
+}
+
+/* the gradients that reach x, w and b from the output rows row0.. of w (an fp32 gradient g) */
+static void linear_rows_backward(tensor *x, tensor *w, tensor *b, const float *g, int row0, int N) {
+    int K = x->shape[x->ndim - 1], M = (int)(x->numel / K);
+    float *dx = x->requires_grad ? tensor_grad(x) : NULL;
+    float *dw = w->requires_grad ? tensor_grad(w) + (size_t)row0 * K : NULL;
+    float *db = b && b->requires_grad ? tensor_grad(b) + row0 : NULL;
+    const float *wr = w->data + (size_t)row0 * K;
+    if (x->bf16) kernels->linear_backward_bf16_input(dx, dw, db, g, tensor_bf16(x), wr, M, K, N);
+    else kernels->linear_backward(dx, dw, db, g, x->data, wr, M, K, N);
+}
+
+tensor *op_linear_rows(tensor *x, tensor *w, tensor *b, int row0, int rows) {
+    check_linear(x, w, b);
+    CHECK(row0 >= 0 && rows > 0 && row0 + rows <= w->shape[0],
+          "linear: output rows %d..%d outside weight %s", row0, row0 + rows, SHAPE_STR(w));
+    tensor *out = linear_rows_forward(x, w, b, row0, rows);
     tape_node *n = tape_record(OP_LINEAR, out, 3, (tensor *[]){x, w, b});
-    if (n) n->iarg[0] = M, n->iarg[1] = K, n->iarg[2] = N, n->iarg[3] = row0;
+    if (n) n->iarg[0] = row0;
     return out;
 }
 
@@ -37,14 +57,44 @@ tensor *op_linear(tensor *x, tensor *w, tensor *b) {
 }
 
 void op_linear_backward(tape_node *n) {
-    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
-    int M = n->iarg[0], K = n->iarg[1], N = n->iarg[2], row0 = n->iarg[3];
-    float *dx = x->requires_grad ? tensor_grad(x) : NULL;
-    float *dw = w->requires_grad ? tensor_grad(w) + (size_t)row0 * K : NULL;
-    float *db = b && b->requires_grad ? tensor_grad(b) + row0 : NULL;
-    const float *wr = w->data + (size_t)row0 * K;
-    if (x->bf16) kernels->linear_backward_bf16_input(dx, dw, db, n->out->grad, tensor_bf16(x), wr, M, K, N);
-    else kernels->linear_backward(dx, dw, db, n->out->grad, x->data, wr, M, K, N);
+    linear_rows_backward(n->in[0], n->in[1], n->in[2], n->out->grad, n->iarg[0],
+                         n->out->shape[n->out->ndim - 1]);
+}
+
+void op_linear_chunks(tensor *x, tensor *w, tensor *b, int n, tensor **out) {
+    check_linear(x, w, b);
+    int rows = w->shape[0] / n;
+    CHECK(n >= 1 && n <= TAPE_MAX_OUTPUTS && rows * n == w->shape[0],
+          "linear: %d outputs do not split into %d chunks (1 to %d)", w->shape[0], n,
+          TAPE_MAX_OUTPUTS);
+    for (int i = 0; i < n; i++) out[i] = linear_rows_forward(x, w, b, i * rows, rows);
+    tape_record_outputs(OP_LINEAR_CHUNKS, n, out, 3, (tensor *[]){x, w, b});
+}
+
+/* Where every chunk's gradient is bf16 (attention wrote them), one product gives x's gradient and
+ * one the weight's; otherwise each chunk runs as op_linear_rows's backward (a missing gradient is
+ * zero). */
+void op_linear_chunks_backward(tape_node *n) {
+    tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *out[TAPE_MAX_OUTPUTS];
+    int chunks = 0;
+    bool all16 = true;
+    for (; (out[chunks] = tape_node_output(n, chunks)); chunks++)
+        all16 &= out[chunks]->grad_bf16;
+    int K = x->shape[x->ndim - 1], M = (int)(x->numel / K), N = out[0]->shape[out[0]->ndim - 1];
+    if (all16) {
+        const uint16_t *g[TAPE_MAX_OUTPUTS];
+        for (int i = 0; i < chunks; i++) g[i] = (const uint16_t *)out[i]->grad;
+        kernels->linear_chunks_backward_bf16_grad(
+            x->requires_grad ? tensor_grad(x) : NULL, w->requires_grad ? tensor_grad(w) : NULL,
+            b && b->requires_grad ? tensor_grad(b) : NULL, g, chunks, x->bf16 ? NULL : x->data,
+            x->bf16 ? tensor_bf16(x) : NULL, w->data, M, K, N);
+        return;
+    }
+    for (int i = chunks - 1; i >= 0; i--) { /* (the order of one node a chunk) */
+        if (!out[i]->grad) continue;
+        if (out[i]->grad_bf16) op_widen_grad(out[i]);
+        linear_rows_backward(x, w, b, out[i]->grad, i * N, N);
+    }
 }
 
 tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha) {

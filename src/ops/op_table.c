@@ -9,6 +9,7 @@
 
 const op_info op_table[OP_COUNT] = {
     [OP_LINEAR] = {"linear", op_linear_backward},
+    [OP_LINEAR_CHUNKS] = {"linear_chunks", op_linear_chunks_backward},
     [OP_MATMUL] = {"matmul", op_matmul_backward},
     [OP_ADD] = {"add", op_add_backward},
     [OP_MUL] = {"mul", op_mul_backward},
@@ -54,11 +55,13 @@ const op_info op_table[OP_COUNT] = {
     [OP_DDPM_LOSS] = {"ddpm_loss", op_ddpm_loss_backward},
 };
 
-bool op_reads_bf16(int op) { return op == OP_RESIDUAL_LINEAR || op == OP_LINEAR || op == OP_ATTENTION; }
+bool op_reads_bf16(int op) {
+    return op == OP_RESIDUAL_LINEAR || op == OP_LINEAR || op == OP_LINEAR_CHUNKS || op == OP_ATTENTION;
+}
 
 bool op_keeps_bf16(void) { return vitc_precision() == PRECISION_BF16; }
 
-bool op_takes_bf16_grad(int op) { return op == OP_LAYERNORM_LINEAR; }
+bool op_takes_bf16_grad(int op) { return op == OP_LAYERNORM_LINEAR || op == OP_LINEAR_CHUNKS; }
 
 void op_widen_grad(tensor *t) {
     uint16_t *g16 = (uint16_t *)t->grad;

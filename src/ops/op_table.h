@@ -5,6 +5,7 @@
 
 typedef enum {
     OP_LINEAR,
+    OP_LINEAR_CHUNKS,
     OP_MATMUL,
     OP_ADD,
     OP_MUL,

@@ -189,3 +189,66 @@ TEST(cuda_bf16_store_rounds_as_the_cpu) {
     }
     EXPECT(wrong == 0, "%d of %d values stored, kept or loaded other than bf16_from_float", wrong, N);
 }
+
+/* the chunks' backward from bf16 gradients (q's, k's and v's, attention's under bf16 on the CPU):
+ * x's, w's and b's gradients added to, against a double reference on the bf16 values, from x in
+ * fp32 and kept in bf16 */
+TEST(cuda_chunks_backward_from_bf16_gradients) {
+    REQUIRE_DEVICE();
+    rng r;
+    rng_seed(&r, 56, RNG_TEST);
+    const int M = 75, K = 40, N = 24, chunks = 3, W = chunks * N;
+    float *g = malloc(sizeof(float) * chunks * M * N), *x = malloc(sizeof(float) * M * K);
+    float *w = malloc(sizeof(float) * W * K), *init = malloc(sizeof(float) * (M * K + W * K + W));
+    uint16_t *g16 = malloc(sizeof(uint16_t) * chunks * M * N), *x16 = malloc(sizeof(uint16_t) * M * K);
+    for (int i = 0; i < chunks * M * N; i++) g16[i] = bf16_from_float(rng_normal(&r)), g[i] = bf16_to_float(g16[i]);
+    for (int i = 0; i < M * K; i++) x[i] = rng_normal(&r), x16[i] = bf16_from_float(x[i]);
+    for (int i = 0; i < W * K; i++) w[i] = 0.3f * rng_normal(&r);
+    for (int i = 0; i < M * K + W * K + W; i++) init[i] = rng_normal(&r);
+    float *want = malloc(sizeof(float) * (M * K + W * K + W)), *got = malloc(sizeof(float) * (M * K + W * K + W));
+    memcpy(want, init, sizeof(float) * (M * K + W * K + W));
+    float *wdx = want, *wdw = want + M * K, *wdb = wdw + W * K;
+#define R(v) bf16_to_float(bf16_from_float(v))
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) {
+            double s = wdx[m * K + k];
+            for (int o = 0; o < W; o++) s += (double)g[(size_t)(o / N) * M * N + m * N + o % N] * R(w[o * K + k]);
+            wdx[m * K + k] = (float)s;
+        }
+    for (int o = 0; o < W; o++) {
+        const float *gi = g + (size_t)(o / N) * M * N;
+        double sb = wdb[o];
+        for (int m = 0; m < M; m++) sb += gi[m * N + o % N];
+        wdb[o] = (float)sb;
+        for (int k = 0; k < K; k++) {
+            double s = wdw[o * K + k];
+            for (int m = 0; m < M; m++) s += (double)gi[m * N + o % N] * R(x[m * K + k]);
+            wdw[o * K + k] = (float)s;
+        }
+    }
+#undef R
+    cuda_test_select("cuda");
+    set_precision(PRECISION_BF16);
+    const uint16_t *dg[3];
+    for (int i = 0; i < chunks; i++) {
+        tensor *t = tensor_new_bf16(1, (int[]){M * N});
+        vitc_memory()->from_host(t->data, g16 + (size_t)i * M * N, sizeof(uint16_t) * M * N);
+        dg[i] = tensor_bf16(t);
+    }
+    tensor *x16_ = tensor_new_bf16(1, (int[]){M * K});
+    vitc_memory()->from_host(x16_->data, x16, sizeof(uint16_t) * M * K);
+    float *x_ = device_copy(x, (size_t)M * K), *w_ = device_copy(w, (size_t)W * K);
+    for (int kept = 0; kept < 2; kept++) {
+        float *out_ = device_copy(init, (size_t)(M * K + W * K + W));
+        cuda_linear_chunks_backward_bf16_grad(out_, out_ + M * K, out_ + M * K + W * K, dg, chunks,
+                                              kept ? NULL : x_, kept ? tensor_bf16(x16_) : NULL,
+                                              w_, M, K, N);
+        vitc_memory()->to_host(got, out_, sizeof(float) * (M * K + W * K + W));
+        double e = max_rel_diff(got, want, M * K + W * K + W);
+        printf("    x in %s: max rel err %.2e\n", kept ? "bf16" : "fp32", e);
+        EXPECT(e <= 1e-5, "x in %s: max rel err %.2e", kept ? "bf16" : "fp32", e);
+    }
+    set_precision(PRECISION_FP32);
+    cuda_test_select("cpu");
+    free(g), free(x), free(w), free(init), free(g16), free(x16), free(want), free(got);
+}
