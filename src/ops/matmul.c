@@ -78,8 +78,10 @@ void op_linear_chunks_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *out[TAPE_MAX_OUTPUTS];
     int chunks = 0;
     bool all16 = true;
-    for (; (out[chunks] = tape_node_output(n, chunks)); chunks++)
-        all16 &= out[chunks]->grad_bf16;
+    for (tensor *o; (o = tape_node_output(n, chunks)); chunks++) {
+        out[chunks] = o;
+        all16 &= o->grad_bf16;
+    }
     int K = x->shape[x->ndim - 1], M = (int)(x->numel / K), N = out[0]->shape[out[0]->ndim - 1];
     if (all16) {
         const uint16_t *g[TAPE_MAX_OUTPUTS];
