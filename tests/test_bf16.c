@@ -942,15 +942,18 @@ static void capture_qkv_grads(int node, void *ctx) {
  * (their one reader): the fp32 gradients that the same tiles add into a leaf's, rounded. The chunks'
  * node then takes them in one product each for x's and w's gradient: x's, w's and b's gradients
  * are those sums of the bf16 values (products exact, sums within fp32 rounding of a double
- * reference), from x in fp32 and from Swin's windows kept in bf16 (two blocks of query rows), and
- * for chunks of 48 columns, which the products cannot read as blocks (each chunk widened). */
+ * reference), from x in fp32 and from Swin's windows kept in bf16 (two blocks of query rows), for
+ * chunks of 48 columns, which the products cannot read as blocks (each chunk widened), and with x
+ * read again after the chunks (the chunks' backward adds to the gradient it has). */
 TEST(bf16_attention_writes_qkv_gradients_that_one_product_takes) {
     SKIP_WITHOUT_BF16();
     rng r;
     rng_seed(&r, 43, RNG_TEST);
     const int seqs = 3, n = 70;
-    for (int t = 0; t < 3; t++) {
-        int windows = t == 1, heads = t < 2 ? 2 : 3, d = t < 2 ? 32 : 16, C = heads * d, M = seqs * n;
+    for (int t = 0; t < 5; t++) {
+        int windows = t == 1, heads = t % 2 == 0 && t ? 3 : 2, d = heads == 3 ? 16 : 32;
+        int C = heads * d, M = seqs * n;
+        bool read_again = t >= 3;
         tensor *x = windows ? LEAF(&r, 1, seqs, 10, 7, C) : LEAF(&r, 1, seqs, n, C);
         tensor *ln_w = LEAF(&r, 0.5f, C), *ln_b = LEAF(&r, 0.5f, C);
         tensor *w = LEAF(&r, 0.2f, 3 * C, C), *b = LEAF(&r, 0.5f, 3 * C);
@@ -964,6 +967,7 @@ TEST(bf16_attention_writes_qkv_gradients_that_one_product_takes) {
         else memcpy(xs, c.x->data, sizeof(float) * M * C);
         op_linear_chunks(c.x, w, b, 3, c.qkv);
         tensor *y = op_attention(c.qkv[0], c.qkv[1], c.qkv[2], heads, 0.177f, NULL, NULL, 1);
+        if (read_again) y = op_add(y, x); /* x's gradient: dout before the chunks' */
         tape_set_backward_hook(capture_qkv_grads, &c);
         tape_backward_from(y, dout);
         tape_set_backward_hook(NULL, NULL);
@@ -1007,14 +1011,15 @@ TEST(bf16_attention_writes_qkv_gradients_that_one_product_takes) {
                 for (int o = 0; o < 3 * C; o++)
                     s += (double)c.g[o / C][m * C + o % C] *
                          bf16_to_float(bf16_from_float(w->data[o * C + k]));
-                want_dx[m * C + k] = (float)s;
+                want_dx[m * C + k] = (float)(s + (read_again ? dout[m * C + k] : 0.0));
             }
         double e_dx = c.dx ? norm_rel_diff(c.dx, want_dx, (int64_t)M * C) : INFINITY;
         double e_dw = norm_rel_diff(w->grad, want_dw, 3 * C * C);
         double e_db = norm_rel_diff(b->grad, want_db, 3 * C);
         EXPECT(e_dx < 1e-5 && e_dw < 1e-5 && e_db < 1e-5,
-               "%s, %d channels: dx %.2e, dw %.2e, db %.2e from the sums of the bf16 gradients",
-               windows ? "bf16 windows" : "fp32 input", C, e_dx, e_dw, e_db);
+               "%s, %d channels%s: dx %.2e, dw %.2e, db %.2e from the sums of the bf16 gradients",
+               windows ? "bf16 windows" : "fp32 input", C, read_again ? ", x read again" : "", e_dx,
+               e_dw, e_db);
         for (int i = 0; i < 3; i++) free(c.g[i]);
         free(c.dx), free(xs), free(dout), free(want_dx), free(want_dw), free(want_db);
         tape_reset();
