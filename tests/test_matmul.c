@@ -168,6 +168,37 @@ TEST(linear_matches_naive_reference) {
     EXPECT(err < 1e-5, "rel diff %g", err);
 }
 
+/* the chunks of op_linear_chunks that *ctx's bits pick, side by side (a chunk left out gets no
+ * gradient) */
+static tensor *linear_chunks_fn(tensor **in, const void *ctx) {
+    int picked = *(const int *)ctx, n = 0;
+    tensor *chunks[3], *kept[3];
+    op_linear_chunks(in[0], in[1], in[2], 3, chunks);
+    for (int i = 0; i < 3; i++)
+        if (picked >> i & 1) kept[n++] = chunks[i];
+    return op_concat(n, kept, 2);
+}
+
+TEST(linear_chunks_are_slices_of_linear_and_grad) {
+    rng r;
+    rng_seed(&r, 7, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 3, 5, 7), *w = LEAF(&r, 0.5f, 12, 7), *b = LEAF(&r, 1, 12);
+    tensor *chunks[3], *full = op_linear(x, w, b);
+    op_linear_chunks(x, w, b, 3, chunks);
+    double worst = 0;
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 15; i++)
+            for (int j = 0; j < 4; j++)
+                worst = fmax(worst, fabs(chunks[c]->data[i * 4 + j] - full->data[i * 12 + 4 * c + j]));
+    EXPECT(worst < 1e-6, "the chunks differ from the full output by %g", worst);
+    int all = 7, outer = 5; /* every chunk; the first and the last */
+    EXPECT(GRADCHECK(linear_chunks_fn, &all, x, w, b), "three chunks");
+    EXPECT(GRADCHECK(linear_chunks_fn, &outer, x, w, b), "the middle chunk unused");
+    EXPECT_ERROR(op_linear_chunks(x, w, b, 5, chunks), "linear: 12 outputs do not split into 5 chunks (1 to 6)");
+    tensor *many[12];
+    EXPECT_ERROR(op_linear_chunks(x, w, b, 12, many), "linear: 12 outputs do not split into 12 chunks (1 to 6)");
+}
+
 static tensor *linear_rows_fn(tensor **in, const void *ctx) {
     const int *range = ctx;
     return op_linear_rows(in[0], in[1], in[2], range[0], range[1]);
