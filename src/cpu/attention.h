@@ -26,7 +26,7 @@ typedef struct attn_grads {
     uint16_t *dq16, *dk16, *dv16;
 } attn_grads;
 
-/* whether attention_backward can write bf16 gradients for these dimensions (it runs on bf16 tiles) */
+/* whether attention_backward can write bf16 gradients for these dimensions (on the bf16 tiles) */
 bool attention_grads_in_bf16(const attn_dims *a);
 
 /* floats of scratch attention_forward and attention_backward (with dbias or not) need */

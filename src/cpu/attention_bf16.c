@@ -228,21 +228,23 @@ void attention_bf16_forward(float *out, float *lse, const float *q, const float 
     }
 }
 
-/* where a pair's gradient goes: into the fp32 gradient at `at` (row stride C, added to), or, for one
- * kept in bf16, into floats (row stride d) that are rounded into it once complete */
+/* where a pair's gradient goes: into the fp32 gradient at `at` (row stride C, added to), or, for
+ * one kept in bf16, into floats (row stride d) that are rounded into it once complete */
 typedef struct grad_rows {
     float *out;
     size_t ld;
     bool add; /* the fp32 gradient itself: every product adds */
 } grad_rows;
 
-static grad_rows grad_rows_of(float *g32, const uint16_t *g16, size_t at, int C, float *sums, int d) {
+static grad_rows grad_rows_of(float *g32, const uint16_t *g16, size_t at, int C, float *sums,
+                               int d) {
     if (g32) return (grad_rows){g32 + at, (size_t)C, true};
     return (grad_rows){g16 ? sums : NULL, (size_t)d, false};
 }
 
 /* a gradient kept in bf16: its `rows` rows at `at` (row stride C) = the floats' rows rounded */
-BF16_TARGET static void round_into(uint16_t *g16, size_t at, int C, const float *sums, int rows, int d) {
+BF16_TARGET static void round_into(uint16_t *g16, size_t at, int C, const float *sums, int rows,
+                                   int d) {
     if (g16) round_rows((uint32_t *)(g16 + at), (size_t)C / 2, sums, (size_t)d, rows, d);
 }
 
@@ -283,20 +285,18 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
         word_product(dP, mp, dow, d / 2, vkw, mp, d / 2, rows, (int)(mp / 16), 1.0f, false);
         attn_softmax_grad_rows(dP, P, mp, dbias_h ? dbias_h + (size_t)i0 * m : NULL, rows, m, false);
         if (want_dq) { /* dq += scale dS k */
+            size_t at = qo + (size_t)i0 * C;
+            grad_rows dq = grad_rows_of(g->dq, g->dq16, at, C, dq_block, d);
             round_rows(sw, mp / 2, dP, mp, rows, (int)mp);
-            if (g->dq)
-                word_product(g->dq + qo + (size_t)i0 * C, C, sw, mp / 2, kpw, d, (int)(mp / 2),
-                             rows, d / 16, a->scale, true);
-            else {
-                word_product(dq_block, d, sw, mp / 2, kpw, d, (int)(mp / 2), rows, d / 16, a->scale,
-                             false);
-                round_into(g->dq16, qo + (size_t)i0 * C, C, dq_block, rows, d);
-            }
+            word_product(dq.out, dq.ld, sw, mp / 2, kpw, d, (int)(mp / 2), rows, d / 16, a->scale,
+                         dq.add);
+            round_into(g->dq16, at, C, dq_block, rows, d);
         }
         if (dk.out) { /* dk += scale dSᵀ q */
             transposed_pairs(tw, half, dP, mp, rows, m);
             pair_rows(cw, q_block, C, rows, d, pairs);
-            word_product(dk.out, dk.ld, tw, half, cw, d, pairs, m, d / 16, a->scale, dk.add || i0 > 0);
+            word_product(dk.out, dk.ld, tw, half, cw, d, pairs, m, d / 16, a->scale,
+                         dk.add || i0 > 0);
         }
     }
     round_into(g->dk16, ko, C, dk_sums, m, d);

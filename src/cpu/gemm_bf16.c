@@ -72,10 +72,11 @@ BF16_TARGET static void pack_a_block(bf16 *ap, int lda_p, bool trans_a, const fl
     }
     if (a16) {
         for (int i = 0; i < rows; i++)
-            for (int k = 0; k < kc; k += 32)
-                _mm512_mask_storeu_epi32(
-                    ap + (size_t)i * lda_p + k, pair_lanes(kc, k / 2),
-                    _mm512_maskz_loadu_epi16(lanes32(kc - k), stored_at(A16, (size_t)(r0 + i), k0 + k)));
+            for (int k = 0; k < kc; k += 32) {
+                const bf16 *a = stored_at(A16, (size_t)(r0 + i), k0 + k);
+                _mm512_mask_storeu_epi32(ap + (size_t)i * lda_p + k, pair_lanes(kc, k / 2),
+                                         _mm512_maskz_loadu_epi16(lanes32(kc - k), a));
+            }
         return;
     }
     if (!trans_a) {
@@ -334,7 +335,9 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
             const bf16 *a = a_block;
             if (g->ap) a = g->ap + (size_t)r0 * kp + k0, lda = kp;
             else if (a16_direct(g)) a = g->A16 + (size_t)r0 * g->lda + k0, lda = g->lda;
-            else pack_a_block(a_block, KC, g->trans_a, g->A, a_stored16(g), g->lda, r0, rows, k0, kc);
+            else
+                pack_a_block(a_block, KC, g->trans_a, g->A, a_stored16(g), g->lda, r0, rows, k0,
+                             kc);
             /* the block after this one: the next KC columns, else the next rows' first */
             int next_r0 = k0 + KC < g->K ? r0 : r0 + ROW_BLOCK,
                 next_k0 = k0 + KC < g->K ? k0 + KC : 0;
@@ -407,7 +410,8 @@ bool gemm_bf16_amx_here(void) { return VITC_AMX_KERNELS && cpu_has_amx_bf16(); }
 
 bool gemm_bf16_uses_amx(void) { return amx_allowed && gemm_bf16_amx_here(); }
 
-/* where thread t of a team starts its rows: A's blocks, turned, are read 16 rows a run (stored16) */
+/* where thread t of a team starts its rows: A's blocks, turned, are read 16 rows a run
+ * (stored16) */
 static int row_split(const gemm_job *g, int t, int team) {
     int i = (int)((int64_t)g->M * t / team);
     return g->A16_blocks && g->trans_a && t < team ? i & ~15 : i;

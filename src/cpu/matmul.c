@@ -176,14 +176,16 @@ void linear_chunks_backward_bf16_grad(float *dx, float *dw, float *db, const uin
         for (int i = 0; i < chunks; i++) {
             bf16_load(g, dout[i], (int64_t)M * N);
             float *dwi = dw ? dw + (size_t)i * N * K : NULL, *dbi = db ? db + i * N : NULL;
-            if (x16) linear_backward_bf16_input(dx, dwi, dbi, g, x16, w + (size_t)i * N * K, M, K, N);
-            else linear_backward(dx, dwi, dbi, g, x, w + (size_t)i * N * K, M, K, N);
+            const float *wi = w + (size_t)i * N * K;
+            if (x16) linear_backward_bf16_input(dx, dwi, dbi, g, x16, wi, M, K, N);
+            else linear_backward(dx, dwi, dbi, g, x, wi, M, K, N);
         }
         scratch_done(g, (size_t)M * N);
         return;
     }
     int threads = gemm_threads();
-    if (dx) gemm_bf16_a16_blocks(false, M, K, chunks * N, dout, N, w, NULL, K, 1.0f, dx, K, threads);
+    if (dx)
+        gemm_bf16_a16_blocks(false, M, K, chunks * N, dout, N, w, NULL, K, 1.0f, dx, K, threads);
     if (dw) gemm_bf16_a16_blocks(true, chunks * N, K, M, dout, N, x, x16, K, 1.0f, dw, K, threads);
     if (db)
         for (int i = 0; i < chunks; i++) column_sums(db + i * N, NULL, dout[i], M, N);

@@ -43,7 +43,8 @@ void cuda_linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint1
 /* as linear_chunks_backward_bf16_grad: each chunk's own products */
 void cuda_linear_chunks_backward_bf16_grad(float *dx, float *dw, float *db,
                                            const uint16_t *const *dout, int chunks, const float *x,
-                                           const uint16_t *x16, const float *w, int M, int K, int N);
+                                           const uint16_t *x16, const float *w, int M, int K,
+                                           int N);
 
 /* sums (N) += the column sums of x (M, N) */
 void cuda_add_column_sums(float *sums, const float *x, int64_t M, int N);

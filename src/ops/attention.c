@@ -69,9 +69,9 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, int heads, float scale, te
     return out;
 }
 
-/* a gradient attention writes whole in bf16: under --precision bf16, for an input nothing else reads
- * (no other op adds to its gradient) made by an op that reads its gradient as a rounded operand
- * anyway (op_takes_bf16_grad: q, k and v of op_linear_chunks) */
+/* a gradient attention writes whole in bf16: under --precision bf16, for an input nothing else
+ * reads (no other op adds to its gradient) made by an op that reads its gradient as a rounded
+ * operand anyway (op_takes_bf16_grad: q, k and v of op_linear_chunks) */
 static bool grad_in_bf16(const tensor *t, bool tiles16) {
     return tiles16 && t->requires_grad && !t->grad && t->readers == 1 && t->made_by &&
            op_takes_bf16_grad(t->made_by - 1);

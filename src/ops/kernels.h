@@ -24,7 +24,8 @@
     X(layernorm_modulate_forward) X(layernorm_modulate_backward) X(gated_residual_forward)         \
     X(gated_residual_backward) X(embedding_forward) X(embedding_backward)
 #define KERNELS_ATTENTION(X)                                                                       \
-    X(attention_scratch_floats) X(attention_forward) X(attention_backward) X(attention_grads_in_bf16)
+    X(attention_scratch_floats) X(attention_forward) X(attention_backward)                         \
+    X(attention_grads_in_bf16)
 #define KERNELS_BF16_STORE(X) X(bf16_store) X(bf16_load)
 #define KERNELS_CONV(X)                                                                            \
     X(conv2d_forward) X(conv2d_backward) X(dwconv2d_forward) X(dwconv2d_backward)                  \

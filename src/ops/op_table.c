@@ -56,7 +56,8 @@ const op_info op_table[OP_COUNT] = {
 };
 
 bool op_reads_bf16(int op) {
-    return op == OP_RESIDUAL_LINEAR || op == OP_LINEAR || op == OP_LINEAR_CHUNKS || op == OP_ATTENTION;
+    return op == OP_RESIDUAL_LINEAR || op == OP_LINEAR || op == OP_LINEAR_CHUNKS ||
+           op == OP_ATTENTION;
 }
 
 bool op_keeps_bf16(void) { return vitc_precision() == PRECISION_BF16; }

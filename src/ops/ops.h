@@ -18,9 +18,9 @@ tensor *op_linear(tensor *x, tensor *w, tensor *b);
  * qkv projection each come out of their own GEMM instead of a copy of the whole output */
 tensor *op_linear_rows(tensor *x, tensor *w, tensor *b, int row0, int rows);
 /* the n outputs of x times w's n blocks of consecutive rows (with b's), each its own tensor: the
- * q, k and v of one qkv layer. One tape node: its backward takes the chunks' gradients in bf16 where
- * they all are (attention's, op_attention) and then runs one product for x's gradient and one for
- * w's. */
+ * q, k and v of one qkv layer. One tape node: its backward takes the chunks' gradients in bf16
+ * where they all are (attention's, op_attention) and then runs one product for x's gradient and
+ * one for w's. */
 void op_linear_chunks(tensor *x, tensor *w, tensor *b, int n, tensor **out);
 /* a (..., M, K) (or (..., K, M) when trans_a), b (..., K, N) (or (..., N, K) when trans_b), equal
  * leading dims -> alpha * a·b of shape (..., M, N) */
