@@ -10,10 +10,11 @@
  *   row words        word (r, u) = (x[r][2u], x[r][2u + 1])    a row's consecutive pairs
  *   key pairs        word (u, j) = (x[j][2u], x[j][2u + 1])    row words turned: u over channels
  *   row pairs        word (u, c) = (x[2u][c], x[2u + 1][c])    two rows interleaved
- * and every product is out (R, 16 nv) = alpha a b with a's rows in words and b's rows in words of
- * the same pairs: each output lane sums, in order of u, the products of its pair (vdpbf16ps: the
- * odd element's, then the even one's) into one fp32 accumulator; the result is alpha times that sum,
- * added to out when the product accumulates. */
+ * and every product is out (R, 16 nv) = a b with a's rows in words and b's rows in words of the
+ * same pairs: each output lane sums, in order of u, the products of its pair (vdpbf16ps: the odd
+ * element's, then the even one's) into one fp32 accumulator, added to out when the product
+ * accumulates. The softmax's scale multiplies the sums afterwards: the logits' in the pass that
+ * adds the bias, dq's and dk's as they are delivered. */
 #include <string.h>
 
 #include "../core/check.h"
@@ -35,7 +36,7 @@ size_t attention_bf16_thread_floats(const attn_dims *a, bool backward) {
         return 2 * lines(d / 2 * mp) + lines(rows * d / 2) + lines(rows * mp) + lines(rows * mp / 2);
     /* k's and v's key pairs, k's row pairs; logits and their gradient; q's, dout's and dS's row
      * words; a transposed block (Pᵀ or dSᵀ in row pairs), a block's row pairs (dout or q); dk's
-     * and dv's sums and a block's dq, in floats, for gradients written in bf16 */
+     * and dv's sums and a block's dq, in floats, until they are delivered */
     return 3 * lines(d / 2 * mp) + 2 * lines(rows * mp) + 2 * lines(rows * d / 2) +
            lines(rows * mp / 2) + lines(mp * rows / 2) + lines(rows / 2 * d) +
            2 * lines(mp * d) + lines(rows * d);
@@ -98,12 +99,12 @@ BF16_TARGET static void transposed_pairs(uint32_t *w, size_t ldw, const float *x
         }
 }
 
-/* out's rows r < rows (stride ldo) of 16 NV floats = alpha a[r] · b (+ out when accumulating), a's
- * rows (stride lda) and b's U rows (stride ldb) in words; TR rows are computed, the missing ones
+/* out's rows r < rows (stride ldo) of 16 NV floats = a[r] · b (+ out when accumulating), a's rows
+ * (stride lda) and b's U rows (stride ldb) in words; TR rows are computed, the missing ones
  * repeating the last */
 BF16_TARGET INLINE void word_tile(float *out, size_t ldo, const uint32_t *a, size_t lda,
                                   const uint32_t *b, size_t ldb, int U, int rows, int TR, int NV,
-                                  float alpha, bool accumulate) {
+                                  bool accumulate) {
     __m512 acc[8][4];
     const uint32_t *ar[8];
     for (int r = 0; r < TR; r++) {
@@ -118,54 +119,58 @@ BF16_TARGET INLINE void word_tile(float *out, size_t ldo, const uint32_t *a, siz
             for (int v = 0; v < NV; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], x, bv[v]);
         }
     }
-    __m512 scale = _mm512_set1_ps(alpha);
     for (int r = 0; r < TR && r < rows; r++)
         for (int v = 0; v < NV; v++) {
             float *o = out + r * ldo + 16 * v;
-            _mm512_storeu_ps(o, accumulate ? _mm512_fmadd_ps(scale, acc[r][v], _mm512_loadu_ps(o))
-                                           : _mm512_mul_ps(scale, acc[r][v]));
+            _mm512_storeu_ps(o, accumulate ? _mm512_add_ps(acc[r][v], _mm512_loadu_ps(o))
+                                           : acc[r][v]);
         }
 }
 
+/* A product's padding: rows of a that exist and of out that may be written up to `rows`, and
+ * words of a's rows and of b that are zeros up to `words` (0: none past the product's) */
+typedef struct padding {
+    int rows, words;
+} padding;
+
+static int round16(int x) { return (x + 15) & ~15; }
+
 #if VITC_AMX_KERNELS
-/* word_product on AMX tiles (amx.h), 32 x 32 outputs at a time */
+/* word_product on AMX tiles (amx.h), 32 x 32 outputs at a time, the tiles configured by the
+ * caller. A tile that the product's rows or words cut short is computed whole where the padding
+ * allows: cut short, it goes through a buffer whose stores its load waits for (in Swin's 49-row
+ * products, a sixth of the AMX loop's samples waited there). */
 BF16_TARGET static void amx_word_product(float *out, size_t ldo, const uint32_t *a, size_t lda,
                                          const uint32_t *b, size_t ldb, int U, int R, int nv16,
-                                         float alpha, bool accumulate) {
-    float sums[AMX_ROWS * AMX_COLS] __attribute__((aligned(64)));
-    __m512 scale = _mm512_set1_ps(alpha);
+                                         bool accumulate, padding pad) {
+    int words = round16(U) <= pad.words ? round16(U) : U;
     for (int c = 0; c < 16 * nv16; c += AMX_COLS) {
         int cols = min_int(AMX_COLS, 16 * nv16 - c);
         for (int r0 = 0; r0 < R; r0 += AMX_ROWS) {
             int rows = min_int(AMX_ROWS, R - r0);
-            amx_sums(sums, a + r0 * lda, lda, b + c, ldb, U, rows, cols);
-            for (int r = 0; r < rows; r++)
-                for (int v = 0; v < cols; v += 16) {
-                    float *o = out + (r0 + r) * ldo + c + v;
-                    __m512 x = _mm512_load_ps(sums + r * AMX_COLS + v);
-                    _mm512_storeu_ps(o, accumulate ? _mm512_fmadd_ps(scale, x, _mm512_loadu_ps(o))
-                                                   : _mm512_mul_ps(scale, x));
-                }
+            if (r0 + round16(rows) <= pad.rows) rows = round16(rows);
+            amx_accumulate(out + r0 * ldo + c, ldo, accumulate, NULL, a + r0 * lda, lda, b + c,
+                           ldb, words, rows, cols);
         }
     }
 }
 #endif
 
-/* out (R rows, stride ldo, 16 nv16 columns) = alpha a b (+= when accumulating): a's R rows of U
- * words (stride lda), b's U rows of 16 nv16 words (stride ldb). Tiles of 8 rows x 1-2 vectors or
- * 4 rows x 3-4 vectors: 8 to 16 accumulators, as attention.c's fp32 tiles; on AMX's where the
- * processor has them (gemm_bf16_uses_amx: the products' sums in the hardware's order) */
+/* out (R rows, stride ldo, 16 nv16 columns) = a b (+= when accumulating): a's R rows of U words
+ * (stride lda), b's U rows of 16 nv16 words (stride ldb). Tiles of 8 rows x 1-2 vectors or 4 rows
+ * x 3-4 vectors: 8 to 16 accumulators, as attention.c's fp32 tiles; on AMX's where the processor
+ * has them (gemm_bf16_uses_amx: the products' sums in the hardware's order; tiles_begin configures
+ * them) */
 BF16_TARGET static void word_product(float *out, size_t ldo, const uint32_t *a, size_t lda,
                                      const uint32_t *b, size_t ldb, int U, int R, int nv16,
-                                     float alpha, bool accumulate) {
+                                     bool accumulate, padding pad) {
 #if VITC_AMX_KERNELS
     if (gemm_bf16_uses_amx()) {
-        amx_begin();
-        amx_word_product(out, ldo, a, lda, b, ldb, U, R, nv16, alpha, accumulate);
-        amx_end();
+        amx_word_product(out, ldo, a, lda, b, ldb, U, R, nv16, accumulate, pad);
         return;
     }
 #endif
+    (void)pad;
     for (int c = 0; c < nv16; c += 4) {
         int nv = min_int(4, nv16 - c), tr = nv <= 2 ? 8 : 4;
         for (int r0 = 0; r0 < R; r0 += tr) {
@@ -173,23 +178,45 @@ BF16_TARGET static void word_product(float *out, size_t ldo, const uint32_t *a, 
             const uint32_t *ar = a + r0 * lda, *bc = b + 16 * c;
             int rows = min_int(tr, R - r0);
             switch (nv) { /* constant shapes, so that the accumulators stay in registers */
-            case 1: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 8, 1, alpha, accumulate); break;
-            case 2: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 8, 2, alpha, accumulate); break;
-            case 3: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 4, 3, alpha, accumulate); break;
-            default: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 4, 4, alpha, accumulate); break;
+            case 1: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 8, 1, accumulate); break;
+            case 2: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 8, 2, accumulate); break;
+            case 3: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 4, 3, accumulate); break;
+            default: word_tile(o, ldo, ar, lda, bc, ldb, U, rows, 4, 4, accumulate); break;
             }
         }
     }
 }
 
-/* L (rows of mp) = scale q kᵀ for query rows i0..i1 of one pair: q's rows rounded into qw, kw the
- * pair's key pairs of k */
+/* a thread's tiles around its products, once for all of them */
+static bool tiles_begin(void) {
+#if VITC_AMX_KERNELS
+    if (gemm_bf16_uses_amx()) {
+        amx_begin();
+        return true;
+    }
+#endif
+    return false;
+}
+
+static void tiles_end(bool began) {
+#if VITC_AMX_KERNELS
+    if (began) amx_end();
+#else
+    (void)began;
+#endif
+}
+
+/* a block's operands and results in scratch: ATTN_BLOCK_ROWS rows each */
+static const padding block_rows_pad = {ATTN_BLOCK_ROWS, 0};
+
+/* L (rows of mp) = q kᵀ, unscaled (attn_block_add_bias_mask scales it), for `rows` query rows of
+ * one pair: q's rows rounded into qw, kw the pair's key pairs of k */
 static void block_logits(float *L, uint32_t *qw, const float *q, const uint32_t *kw,
                          const attn_dims *a, int rows) {
     size_t mp = padded16(a->m);
     int d = a->d;
     round_rows(qw, d / 2, q, (size_t)a->heads * d, rows, d);
-    word_product(L, mp, qw, d / 2, kw, mp, d / 2, rows, (int)(mp / 16), a->scale, false);
+    word_product(L, mp, qw, d / 2, kw, mp, d / 2, rows, (int)(mp / 16), false, block_rows_pad);
 }
 
 void attention_bf16_forward(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -206,6 +233,7 @@ void attention_bf16_forward(float *out, float *lse, const float *q, const float 
         float *L = (float *)take(&s, ATTN_BLOCK_ROWS * mp);
         uint32_t *pw = take(&s, ATTN_BLOCK_ROWS * mp / 2);
         int packed = -1; /* the pair whose k and v kw and vw hold: a thread's items are consecutive */
+        bool tiles = tiles_begin();
 #pragma omp for schedule(static)
         for (int it = 0; it < items; it++) {
             int pair = it / blocks, i0 = it % blocks * block_rows, rows = min_int(block_rows, n - i0);
@@ -218,34 +246,30 @@ void attention_bf16_forward(float *out, float *lse, const float *q, const float 
             }
             float row_lse[ATTN_BLOCK_ROWS];
             block_logits(L, qw, q + qo + (size_t)i0 * C, kw, a, rows);
-            attn_block_add_bias_mask(L, a, pair, i0, i0 + rows, mp);
+            attn_block_add_bias_mask(L, a, pair, i0, i0 + rows, mp, a->scale);
             attn_block_softmax(L, row_lse, rows, mp);
             if (lse) memcpy(lse + (size_t)pair * n + i0, row_lse, sizeof(float) * rows);
             round_rows(pw, mp / 2, L, mp, rows, (int)mp);
             word_product(out + qo + (size_t)i0 * C, C, pw, mp / 2, vw, d, (int)(mp / 2), rows, d / 16,
-                         1.0f, false);
+                         false, (padding){0, 0});
         }
+        tiles_end(tiles);
     }
 }
 
-/* where a pair's gradient goes: into the fp32 gradient at `at` (row stride C, added to), or, for
- * one kept in bf16, into floats (row stride d) that are rounded into it once complete */
-typedef struct grad_rows {
-    float *out;
-    size_t ld;
-    bool add; /* the fp32 gradient itself: every product adds */
-} grad_rows;
-
-static grad_rows grad_rows_of(float *g32, const uint16_t *g16, size_t at, int C, float *sums,
-                               int d) {
-    if (g32) return (grad_rows){g32 + at, (size_t)C, true};
-    return (grad_rows){g16 ? sums : NULL, (size_t)d, false};
-}
-
-/* a gradient kept in bf16: its `rows` rows at `at` (row stride C) = the floats' rows rounded */
-BF16_TARGET static void round_into(uint16_t *g16, size_t at, int C, const float *sums, int rows,
-                                   int d) {
-    if (g16) round_rows((uint32_t *)(g16 + at), (size_t)C / 2, sums, (size_t)d, rows, d);
+/* a pair's gradient rows (row stride C from `at`) from their sums (row stride d): scale times
+ * them added into the fp32 gradient g32, or written rounded into the bf16 one g16 (attention
+ * their one reader), the same rounded values */
+BF16_TARGET static void deliver(float *g32, uint16_t *g16, size_t at, int C, const float *sums,
+                                int rows, int d, float scale) {
+    __m512 s = _mm512_set1_ps(scale);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < d; c += 16) {
+            __m512 x = _mm512_mul_ps(s, _mm512_loadu_ps(sums + (size_t)r * d + c));
+            size_t o = at + (size_t)r * C + c;
+            if (g32) _mm512_storeu_ps(g32 + o, _mm512_add_ps(_mm512_loadu_ps(g32 + o), x));
+            else _mm256_storeu_si256((__m256i *)(g16 + o), (__m256i)_mm512_cvtneps_pbh(x));
+        }
 }
 
 void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const float *dout,
@@ -263,44 +287,45 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
     uint32_t *cw = take(&s, half * d);
     float *dk_sums = (float *)take(&s, mp * d), *dv_sums = (float *)take(&s, mp * d);
     float *dq_block = (float *)take(&s, ATTN_BLOCK_ROWS * d);
-    grad_rows dk = grad_rows_of(g->dk, g->dk16, ko, C, dk_sums, d);
-    grad_rows dv = grad_rows_of(g->dv, g->dv16, ko, C, dv_sums, d);
-    bool want_dq = g->dq || g->dq16, need_ds = want_dq || dk.out || dbias_h;
+    bool want_dq = g->dq || g->dq16, want_dk = g->dk || g->dk16, want_dv = g->dv || g->dv16;
+    bool need_ds = want_dq || want_dk || dbias_h, tiles = tiles_begin();
     key_pairs(kw, mp, k + ko, C, m, d);
     if (need_ds) key_pairs(vkw, mp, v + ko, C, m, d);
     if (want_dq) pair_rows(kpw, k + ko, C, m, d, (int)(mp / 2));
     for (int i0 = 0; i0 < n; i0 += ATTN_BLOCK_ROWS) {
         int rows = min_int(ATTN_BLOCK_ROWS, n - i0), pairs = (rows + 1) / 2;
+        /* dk's and dv's products over the block's row pairs: Pᵀ and dSᵀ (tw) are zeros past
+         * them up to 16, and so are the block's pairs (cw) */
+        padding over_pairs = {(int)mp, round16(pairs)};
         const float *q_block = q + qo + (size_t)i0 * C, *dout_block = dout + qo + (size_t)i0 * C;
         block_logits(P, qw, q_block, kw, a, rows);
-        attn_block_add_bias_mask(P, a, pair, i0, i0 + rows, mp);
+        attn_block_add_bias_mask(P, a, pair, i0, i0 + rows, mp, a->scale);
         attn_block_probs(P, lse + (size_t)pair * n + i0, rows, mp);
-        if (dv.out) { /* dv += Pᵀ dout */
+        if (want_dv) { /* dv = Pᵀ dout, summed over the blocks */
             transposed_pairs(tw, half, P, mp, rows, m);
-            pair_rows(cw, dout_block, C, rows, d, pairs);
-            word_product(dv.out, dv.ld, tw, half, cw, d, pairs, m, d / 16, 1.0f, dv.add || i0 > 0);
+            pair_rows(cw, dout_block, C, rows, d, over_pairs.words);
+            word_product(dv_sums, d, tw, half, cw, d, pairs, m, d / 16, i0 > 0, over_pairs);
         }
         if (!need_ds) continue;
         round_rows(dow, d / 2, dout_block, C, rows, d); /* dP = dout vᵀ, then dS in its place */
-        word_product(dP, mp, dow, d / 2, vkw, mp, d / 2, rows, (int)(mp / 16), 1.0f, false);
+        word_product(dP, mp, dow, d / 2, vkw, mp, d / 2, rows, (int)(mp / 16), false,
+                     block_rows_pad);
         attn_softmax_grad_rows(dP, P, mp, dbias_h ? dbias_h + (size_t)i0 * m : NULL, rows, m, false);
-        if (want_dq) { /* dq += scale dS k */
-            size_t at = qo + (size_t)i0 * C;
-            grad_rows dq = grad_rows_of(g->dq, g->dq16, at, C, dq_block, d);
+        if (want_dq) { /* dq = scale dS k */
             round_rows(sw, mp / 2, dP, mp, rows, (int)mp);
-            word_product(dq.out, dq.ld, sw, mp / 2, kpw, d, (int)(mp / 2), rows, d / 16, a->scale,
-                         dq.add);
-            round_into(g->dq16, at, C, dq_block, rows, d);
+            word_product(dq_block, d, sw, mp / 2, kpw, d, (int)(mp / 2), rows, d / 16, false,
+                         block_rows_pad);
+            deliver(g->dq, g->dq16, qo + (size_t)i0 * C, C, dq_block, rows, d, a->scale);
         }
-        if (dk.out) { /* dk += scale dSᵀ q */
+        if (want_dk) { /* dk = scale dSᵀ q, summed over the blocks */
             transposed_pairs(tw, half, dP, mp, rows, m);
-            pair_rows(cw, q_block, C, rows, d, pairs);
-            word_product(dk.out, dk.ld, tw, half, cw, d, pairs, m, d / 16, a->scale,
-                         dk.add || i0 > 0);
+            pair_rows(cw, q_block, C, rows, d, over_pairs.words);
+            word_product(dk_sums, d, tw, half, cw, d, pairs, m, d / 16, i0 > 0, over_pairs);
         }
     }
-    round_into(g->dk16, ko, C, dk_sums, m, d);
-    round_into(g->dv16, ko, C, dv_sums, m, d);
+    tiles_end(tiles);
+    if (want_dk) deliver(g->dk, g->dk16, ko, C, dk_sums, m, d, a->scale);
+    if (want_dv) deliver(g->dv, g->dv16, ko, C, dv_sums, m, d, 1.0f);
 }
 
 #else /* no compiler support: as on a CPU without the instruction */

@@ -18,8 +18,10 @@ bool attn_pairs_in_parallel(const attn_dims *a);
  * every thread busy */
 int attn_forward_block_rows(const attn_dims *a);
 
-/* rows i0..i1 of one pair's logits L (stride mp) plus their bias and mask; -inf in the padding */
-void attn_block_add_bias_mask(float *L, const attn_dims *a, int pair, int i0, int i1, size_t mp);
+/* rows i0..i1 of one pair's logits L (stride mp) times scale, plus their bias and mask; -inf in the
+ * padding */
+void attn_block_add_bias_mask(float *L, const attn_dims *a, int pair, int i0, int i1, size_t mp,
+                              float scale);
 /* softmax of each row in place; lse (rows) receives each row's log-sum-exp */
 void attn_block_softmax(float *L, float *lse, int rows, size_t mp);
 /* the forward's probabilities again, from the logits (bias and mask added) and each row's lse */
