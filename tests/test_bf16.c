@@ -1026,3 +1026,82 @@ TEST(bf16_attention_writes_qkv_gradients_that_one_product_takes) {
         arena_reset(&vitc_arena);
     }
 }
+
+/* the gradients of a chunks node's outputs as they reach it: after attention's node, the last
+ * before it */
+typedef struct chunk_grads {
+    tensor *out[4];
+    float *g[4];
+    bool in_bf16[4];
+} chunk_grads;
+
+static void capture_chunk_grads(int node, void *ctx) {
+    chunk_grads *c = ctx;
+    if (tape_node_at(node)->op != OP_ATTENTION) return;
+    for (int i = 0; i < 4; i++) {
+        tensor *t = c->out[i];
+        c->g[i] = calloc((size_t)t->numel, sizeof(float));
+        c->in_bf16[i] = t->grad && t->grad_bf16;
+        if (c->in_bf16[i]) bf16_load(c->g[i], (const uint16_t *)t->grad, t->numel);
+        else if (t->grad) memcpy(c->g[i], t->grad, sizeof(float) * t->numel);
+    }
+}
+
+/* Under bf16, a chunks node whose gradients are not all bf16 rounds the fp32 ones, as its products
+ * would while packing them, and takes a missing one as zeros: one product for x's gradient and one
+ * for w's, as from attention's bf16 gradients. Here q is read twice (an fp32 gradient), k and v
+ * once by attention (bf16), a fourth chunk never: x's, w's and b's gradients are the sums of the
+ * rounded gradients (a double reference, within fp32 rounding). */
+TEST(bf16_chunks_round_their_fp32_gradients_for_one_product) {
+    SKIP_WITHOUT_BF16();
+    rng r;
+    rng_seed(&r, 47, RNG_TEST);
+    const int seqs = 2, n = 50, heads = 2, d = 32, C = heads * d, M = seqs * n;
+    tensor *x = LEAF(&r, 1, seqs, n, C), *w = LEAF(&r, 0.2f, 4 * C, C), *b = LEAF(&r, 0.5f, 4 * C);
+    float *dout = malloc(sizeof(float) * M * C);
+    for (int i = 0; i < M * C; i++) dout[i] = rng_normal(&r);
+    vitc_set_precision(PRECISION_BF16, NULL);
+    chunk_grads c = {0};
+    op_linear_chunks(x, w, b, 4, c.out);
+    tensor *y = op_add(op_attention(c.out[0], c.out[1], c.out[2], heads, 0.177f, NULL, NULL, 1),
+                       c.out[0]);
+    tape_set_backward_hook(capture_chunk_grads, &c);
+    tape_backward_from(y, dout);
+    tape_set_backward_hook(NULL, NULL);
+    vitc_set_precision(PRECISION_FP32, NULL);
+    EXPECT(!c.in_bf16[0] && c.in_bf16[1] && c.in_bf16[2] && !c.out[3]->grad,
+           "gradients q fp32, k and v bf16, the fourth none: got %d %d %d %d", c.in_bf16[0],
+           c.in_bf16[1], c.in_bf16[2], c.out[3]->grad != NULL);
+    float *want_dx = calloc((size_t)M * C, sizeof(float));
+    float *want_dw = calloc((size_t)4 * C * C, sizeof(float)), *want_db = calloc((size_t)4 * C, sizeof(float));
+#define ROUNDED(v) bf16_to_float(bf16_from_float(v))
+    for (int o = 0; o < 4 * C; o++) {
+        const float *g = c.g[o / C];
+        double sb = 0;
+        for (int m = 0; m < M; m++) sb += ROUNDED(g[m * C + o % C]);
+        want_db[o] = (float)sb;
+        for (int k = 0; k < C; k++) {
+            double s = 0;
+            for (int m = 0; m < M; m++)
+                s += (double)ROUNDED(g[m * C + o % C]) * ROUNDED(x->data[m * C + k]);
+            want_dw[o * C + k] = (float)s;
+        }
+    }
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < C; k++) {
+            double s = 0;
+            for (int o = 0; o < 4 * C; o++)
+                s += (double)ROUNDED(c.g[o / C][m * C + o % C]) * ROUNDED(w->data[o * C + k]);
+            want_dx[m * C + k] = (float)s;
+        }
+#undef ROUNDED
+    double e_dx = norm_rel_diff(x->grad, want_dx, (int64_t)M * C);
+    double e_dw = norm_rel_diff(w->grad, want_dw, 4 * C * C);
+    double e_db = norm_rel_diff(b->grad, want_db, 4 * C);
+    EXPECT(e_dx < 1e-5 && e_dw < 1e-5 && e_db < 1e-5,
+           "dx %.2e, dw %.2e, db %.2e from the sums of the rounded gradients", e_dx, e_dw, e_db);
+    for (int i = 0; i < 4; i++) free(c.g[i]);
+    free(dout), free(want_dx), free(want_dw), free(want_db);
+    tape_reset();
+    arena_reset(&vitc_arena);
+}

@@ -1,5 +1,7 @@
 /* linear and batched matmul: the GEMM ops. */
+#include "../core/arena.h"
 #include "../core/check.h"
+#include "../core/memory.h"
 #include "../core/tape.h"
 #include "../cpu/matmul.h"
 #include "backward.h"
@@ -71,9 +73,10 @@ void op_linear_chunks(tensor *x, tensor *w, tensor *b, int n, tensor **out) {
     tape_record_outputs(OP_LINEAR_CHUNKS, n, out, 3, (tensor *[]){x, w, b});
 }
 
-/* Where every chunk's gradient is bf16 (attention wrote them), one product gives x's gradient and
- * one the weight's; otherwise each chunk runs as op_linear_rows's backward (a missing gradient is
- * zero). */
+/* One product gives x's gradient and one the weight's from the chunks' gradients in bf16: as
+ * attention wrote them, and under bf16 the others rounded (bf16_store: the products would round
+ * them packing; nothing reads the fp32 ones again) and a missing one zeros. In fp32 each chunk
+ * runs as op_linear_rows's backward (a missing gradient is zero). */
 void op_linear_chunks_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *out[TAPE_MAX_OUTPUTS];
     int chunks = 0;
@@ -83,13 +86,24 @@ void op_linear_chunks_backward(tape_node *n) {
         all16 &= o->grad_bf16;
     }
     int K = x->shape[x->ndim - 1], M = (int)(x->numel / K), N = out[0]->shape[out[0]->ndim - 1];
-    if (all16) {
+    bool round = !all16 && op_keeps_bf16();
+    if (all16 || round) {
         const uint16_t *g[TAPE_MAX_OUTPUTS];
-        for (int i = 0; i < chunks; i++) g[i] = (const uint16_t *)out[i]->grad;
+        size_t per = ((size_t)M * N + 1) / 2, n_round = round ? chunks * per : 0;
+        float *rounded = round ? scratch_floats(n_round) : NULL;
+        for (int i = 0; i < chunks; i++) {
+            g[i] = (const uint16_t *)out[i]->grad;
+            if (!round || out[i]->grad_bf16) continue;
+            uint16_t *r = (uint16_t *)(rounded + i * per);
+            if (out[i]->grad) kernels->bf16_store(r, out[i]->grad, (int64_t)M * N);
+            else vitc_memory()->zero(r, sizeof(uint16_t) * M * N);
+            g[i] = r;
+        }
         kernels->linear_chunks_backward_bf16_grad(
             x->requires_grad ? tensor_grad(x) : NULL, w->requires_grad ? tensor_grad(w) : NULL,
             b && b->requires_grad ? tensor_grad(b) : NULL, g, chunks, x->bf16 ? NULL : x->data,
             x->bf16 ? tensor_bf16(x) : NULL, w->data, M, K, N);
+        scratch_done(rounded, n_round);
         return;
     }
     for (int i = chunks - 1; i >= 0; i--) { /* (the order of one node a chunk) */
