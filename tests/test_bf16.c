@@ -1073,7 +1073,8 @@ TEST(bf16_chunks_round_their_fp32_gradients_for_one_product) {
            "gradients q fp32, k and v bf16, the fourth none: got %d %d %d %d", c.in_bf16[0],
            c.in_bf16[1], c.in_bf16[2], c.out[3]->grad != NULL);
     float *want_dx = calloc((size_t)M * C, sizeof(float));
-    float *want_dw = calloc((size_t)4 * C * C, sizeof(float)), *want_db = calloc((size_t)4 * C, sizeof(float));
+    float *want_dw = calloc((size_t)4 * C * C, sizeof(float));
+    float *want_db = calloc((size_t)4 * C, sizeof(float));
 #define ROUNDED(v) bf16_to_float(bf16_from_float(v))
     for (int o = 0; o < 4 * C; o++) {
         const float *g = c.g[o / C];

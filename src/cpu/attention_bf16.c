@@ -133,8 +133,6 @@ typedef struct padding {
     int rows, words;
 } padding;
 
-static int round16(int x) { return (x + 15) & ~15; }
-
 #if VITC_AMX_KERNELS
 /* word_product on AMX tiles (amx.h), 32 x 32 outputs at a time, the tiles configured by the
  * caller. A tile that the product's rows or words cut short is computed whole where the padding
@@ -143,12 +141,12 @@ static int round16(int x) { return (x + 15) & ~15; }
 BF16_TARGET static void amx_word_product(float *out, size_t ldo, const uint32_t *a, size_t lda,
                                          const uint32_t *b, size_t ldb, int U, int R, int nv16,
                                          bool accumulate, padding pad) {
-    int words = round16(U) <= pad.words ? round16(U) : U;
+    int whole = (int)padded16(U), words = whole <= pad.words ? whole : U;
     for (int c = 0; c < 16 * nv16; c += AMX_COLS) {
         int cols = min_int(AMX_COLS, 16 * nv16 - c);
         for (int r0 = 0; r0 < R; r0 += AMX_ROWS) {
             int rows = min_int(AMX_ROWS, R - r0);
-            if (r0 + round16(rows) <= pad.rows) rows = round16(rows);
+            if (r0 + (int)padded16(rows) <= pad.rows) rows = (int)padded16(rows);
             amx_accumulate(out + r0 * ldo + c, ldo, accumulate, NULL, a + r0 * lda, lda, b + c,
                            ldb, words, rows, cols);
         }
@@ -296,7 +294,7 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
         int rows = min_int(ATTN_BLOCK_ROWS, n - i0), pairs = (rows + 1) / 2;
         /* dk's and dv's products over the block's row pairs: Pᵀ and dSᵀ (tw) are zeros past
          * them up to 16, and so are the block's pairs (cw) */
-        padding over_pairs = {(int)mp, round16(pairs)};
+        padding over_pairs = {(int)mp, (int)padded16(pairs)};
         const float *q_block = q + qo + (size_t)i0 * C, *dout_block = dout + qo + (size_t)i0 * C;
         block_logits(P, qw, q_block, kw, a, rows);
         attn_block_add_bias_mask(P, a, pair, i0, i0 + rows, mp, a->scale);
