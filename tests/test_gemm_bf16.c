@@ -188,26 +188,51 @@ static float b_at(bool tb, const float *B, int ldb, int k, int j) {
     return bf16_to_float(bf16_from_float(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]));
 }
 
+/* element (i, j) of a part of K, k_begin..k_end, as gemm_bf16.h sums it from c */
+static float part_reference(bool ta, bool tb, int i, int j, int k_begin, int k_end, float alpha,
+                            const float *A, int lda, const float *B, int ldb, float beta, float c) {
+    for (int k0 = k_begin; k0 < k_end; k0 += GEMM_BF16_KC) {
+        int k1 = k_end - k0 < GEMM_BF16_KC ? k_end : k0 + GEMM_BF16_KC;
+        float s = 0.0f;
+        for (int k = k0; k < k1; k += 2) {
+            float a1 = k + 1 < k1 ? a_at(ta, A, lda, i, k + 1) : 0.0f;
+            float b1 = k + 1 < k1 ? b_at(tb, B, ldb, k + 1, j) : 0.0f;
+            s += a1 * b1; /* exact products: contracting to an fma changes nothing */
+            s += a_at(ta, A, lda, i, k) * b_at(tb, B, ldb, k, j);
+        }
+        if (k0 > k_begin) c = fmaf(alpha, s, c);
+        else c = beta == 0.0f ? alpha * s : fmaf(alpha, s, beta * c);
+    }
+    return c;
+}
+
+/* the parts of K of gemm_bf16.h: P and where part p starts */
+static int reference_parts(bool ta, int M, int K) {
+    int parts = 1;
+    while (ta && M <= GEMM_BF16_PARTS_MAX_ROWS && 2 * parts <= GEMM_BF16_PARTS_MAX &&
+           2 * parts * GEMM_BF16_PART_MIN <= K)
+        parts *= 2;
+    return parts;
+}
+static int reference_part_start(int K, int p, int parts) {
+    int blocks = (K + GEMM_BF16_KC - 1) / GEMM_BF16_KC, k = blocks * p / parts * GEMM_BF16_KC;
+    return k < K ? k : K;
+}
+
 /* the order of gemm_bf16.h, one element at a time */
 static void gemm_bf16_reference(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
                                 int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    int parts = reference_parts(ta, M, K);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
-            float c = C[(size_t)i * ldc + j];
-            if (K == 0) c = beta == 0.0f ? 0.0f : beta * c;
-            for (int k0 = 0; k0 < K; k0 += GEMM_BF16_KC) {
-                int k1 = K - k0 < GEMM_BF16_KC ? K : k0 + GEMM_BF16_KC;
-                float s = 0.0f;
-                for (int k = k0; k < k1; k += 2) {
-                    float a1 = k + 1 < k1 ? a_at(ta, A, lda, i, k + 1) : 0.0f;
-                    float b1 = k + 1 < k1 ? b_at(tb, B, ldb, k + 1, j) : 0.0f;
-                    s += a1 * b1; /* exact products: contracting to an fma changes nothing */
-                    s += a_at(ta, A, lda, i, k) * b_at(tb, B, ldb, k, j);
-                }
-                if (k0 > 0) c = fmaf(alpha, s, c);
-                else c = beta == 0.0f ? alpha * s : fmaf(alpha, s, beta * c);
-            }
-            C[(size_t)i * ldc + j] = c;
+            float *c = C + (size_t)i * ldc + j;
+            if (K == 0) *c = beta == 0.0f ? 0.0f : beta * *c;
+            *c = part_reference(ta, tb, i, j, 0, reference_part_start(K, 1, parts), alpha, A, lda,
+                                B, ldb, beta, *c);
+            for (int p = 1; p < parts; p++)
+                *c += part_reference(ta, tb, i, j, reference_part_start(K, p, parts),
+                                     reference_part_start(K, p + 1, parts), alpha, A, lda, B, ldb,
+                                     0.0f, 0.0f);
         }
 }
 
@@ -217,12 +242,14 @@ typedef struct shape {
     int M, N, K;
 } shape;
 
-/* odd sizes around the tiles (6 rows, 32 columns), row blocks (192), the blocks of K and the thread
- * split (rows from 512, else panels) */
+/* odd sizes around the tiles (6 rows, 32 columns), row blocks (192), the blocks of K, the thread
+ * split (rows from 512, else panels) and the parts of K (transposed A: 2 parts, and 4 of uneven
+ * blocks with a short last one) */
 enum { KC = GEMM_BF16_KC };
 static const shape shapes[] = {{1, 1, 1},          {5, 7, 2},          {13, 37, 21},
                                {7, 5, 2 * KC + 1}, {31, 70, KC + 217}, {200, 33, 3},
-                               {515, 41, KC + 1},  {6, 96, KC}};
+                               {515, 41, KC + 1},  {6, 96, KC},        {9, 33, 8 * KC + 3},
+                               {3, 40, 18 * KC + 101}};
 
 /* n small integers (-8..8) and halves of them: every sum of up to 2^16 of their products, in any
  * order, is exact in fp32 */
@@ -259,7 +286,7 @@ static void check_exact(rng *r, bool ta, bool tb, shape s, float alpha, float be
          *bp = arena_alloc(&vitc_arena, gemm_bf16_b_size(s.N, s.K) * sizeof(bf16) + 1);
     gemm_bf16_pack_a(ap, ta, s.M, s.K, A, lda, threads);
     gemm_bf16_pack_b(bp, tb, s.N, s.K, B, ldb, threads);
-    gemm_bf16_packed(s.M, s.N, s.K, alpha, ap, bp, beta, got_packed, ldc, threads);
+    gemm_bf16_packed(ta, s.M, s.N, s.K, alpha, ap, bp, beta, got_packed, ldc, threads);
     for (int i = 0; i < s.M; i++)
         for (int j = 0; j < ldc; j++) {
             size_t o = (size_t)i * ldc + j;
@@ -282,7 +309,8 @@ static void check_orders(uint64_t seed, bool amx) {
         for (int t = 0; t < 4 && !test_failed(); t++)
             check_exact(&r, t & 1, t >> 1, shapes[i], 1.0f, 0.0f, 2, false, amx);
     static const float ab[][2] = {{0.75f, 0.0f}, {1.0f, 1.0f}, {-1.5f, 0.5f}};
-    static const shape few[] = {{13, 37, 21}, {515, 41, KC + 1}, {3, 4, 0}, {0, 5, 3}};
+    static const shape few[] = {{13, 37, 21}, {515, 41, KC + 1}, {3, 4, 0}, {0, 5, 3},
+                                {5, 3, 8 * KC + 1}};
     for (size_t i = 0; i < sizeof few / sizeof few[0] && !test_failed(); i++)
         for (int t = 0; t < 4 && !test_failed(); t++)
             for (int v = 0; v < 3 && !test_failed(); v++)
@@ -302,13 +330,14 @@ TEST(bf16_gemm_amx_gives_the_reference_where_every_order_is_exact) {
     check_orders(12, true);
 }
 
-/* The AMX kernel's own sums, on random operands: the same bits on one thread and two (rows split,
- * or panels) and from the packed operands */
+/* The AMX kernel's own sums, on random operands: the same bits on one thread, two (rows split, or
+ * panels, or a part of K each) and four (two to a part) and from the packed operands */
 TEST(bf16_gemm_amx_same_bits_whatever_the_threads) {
     NEEDS_AMX();
     rng r;
     rng_seed(&r, 15, RNG_TEST);
-    static const shape split[] = {{515, 41, KC + 1}, {40, 300, 2 * KC + 33}, {3152, 96, 64}};
+    static const shape split[] = {{515, 41, KC + 1}, {40, 300, 2 * KC + 33}, {3152, 96, 64},
+                                  {40, 70, 8 * KC + 33}};
     for (size_t i = 0; i < sizeof split / sizeof split[0] && !test_failed(); i++)
         for (int t = 0; t < 4 && !test_failed(); t++) {
             bool ta = t & 1, tb = t >> 1;
@@ -318,18 +347,20 @@ TEST(bf16_gemm_amx_same_bits_whatever_the_threads) {
             float *A = randn(&r, (size_t)s.M * s.K, 1), *B = randn(&r, (size_t)s.K * s.N, 1);
             float *one = arena_alloc(&vitc_arena, nc * sizeof(float)),
                   *two = arena_alloc(&vitc_arena, nc * sizeof(float)),
+                  *four = arena_alloc(&vitc_arena, nc * sizeof(float)),
                   *packed = arena_alloc(&vitc_arena, nc * sizeof(float));
             gemm_bf16(ta, tb, s.M, s.N, s.K, 1.0f, A, lda, B, ldb, 0.0f, one, s.N, 1);
             gemm_bf16(ta, tb, s.M, s.N, s.K, 1.0f, A, lda, B, ldb, 0.0f, two, s.N, 2);
+            gemm_bf16(ta, tb, s.M, s.N, s.K, 1.0f, A, lda, B, ldb, 0.0f, four, s.N, 4);
             bf16 *ap = arena_alloc(&vitc_arena, gemm_bf16_a_size(s.M, s.K) * sizeof(bf16)),
                  *bp = arena_alloc(&vitc_arena, gemm_bf16_b_size(s.N, s.K) * sizeof(bf16));
             gemm_bf16_pack_a(ap, ta, s.M, s.K, A, lda, 2);
             gemm_bf16_pack_b(bp, tb, s.N, s.K, B, ldb, 2);
-            gemm_bf16_packed(s.M, s.N, s.K, 1.0f, ap, bp, 0.0f, packed, s.N, 2);
+            gemm_bf16_packed(ta, s.M, s.N, s.K, 1.0f, ap, bp, 0.0f, packed, s.N, 2);
             for (size_t o = 0; o < nc; o++)
-                EXPECT(same(one[o], two[o]) && same(one[o], packed[o]),
-                       "trans %d%d %dx%dx%d: C[%zu] = %a on 1 thread, %a on 2, %a packed", ta, tb,
-                       s.M, s.N, s.K, o, one[o], two[o], packed[o]);
+                EXPECT(same(one[o], two[o]) && same(one[o], four[o]) && same(one[o], packed[o]),
+                       "trans %d%d %dx%dx%d: C[%zu] = %a on 1 thread, %a on 2, %a on 4, %a packed",
+                       ta, tb, s.M, s.N, s.K, o, one[o], two[o], four[o], packed[o]);
         }
     arena_reset(&vitc_arena);
 }

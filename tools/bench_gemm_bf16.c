@@ -214,7 +214,9 @@ static void bench(const char *name, const char *pass, bool ta, bool tb, int M, i
                 break;
             case VITC_F32: gemm_strided(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N); break;
             case OWN: gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, threads); break;
-            case OWN_PACKED: gemm_bf16_packed(M, N, K, 1.0f, ap, bp, 0.0f, C, N, threads); break;
+            case OWN_PACKED:
+                gemm_bf16_packed(ta, M, N, K, 1.0f, ap, bp, 0.0f, C, N, threads);
+                break;
             case OWN_VDP:
                 gemm_bf16_allow_amx(false);
                 gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, threads);

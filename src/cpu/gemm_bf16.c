@@ -1,5 +1,6 @@
 #include "gemm_bf16.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/arena.h"
@@ -22,6 +23,9 @@ static int min_int(int a, int b) { return a < b ? a : b; }
 #define PANEL 32
 #define KC GEMM_BF16_KC
 #define ROW_BLOCK 192
+/* a part of K's thread has all the rows (inner_parts): blocks of 384 pack B half as often as blocks
+ * of 192 (384 x 384 x 3136 and 288 x 96 x 50176 ran a fifth faster) */
+#define PART_ROW_BLOCK 384
 /* with fewer rows than this a thread, threads split the panels (every thread packs all of A) */
 #define ROWS_PER_THREAD_MIN 256
 
@@ -283,6 +287,9 @@ typedef struct gemm_job {
     int ldc;
     const float *bias; /* N floats added to every row in beta c's place, or NULL */
     bool amx;          /* on AMX tiles (amx_tile) rather than vdpbf16ps's (tile) */
+    /* set by gemm_run: the blocks of K summed (a part of them where the product is cut into
+     * parts, else 0..K), and the rows packed a block */
+    int k_begin, k_end, row_block;
 } gemm_job;
 
 /* A16's rows are read as they are stored where they already are the packed form: pairs from an
@@ -303,7 +310,7 @@ static region block_of(const float *p, const bf16 *p16, size_t at, int rows, int
  * op(B)); nothing for operands read as packed, which the hardware fetches well (and for no block:
  * rows 0) */
 static region a_region(const gemm_job *g, int r0, int rows, int k0) {
-    int kc = min_int(KC, g->K - k0);
+    int kc = min_int(KC, g->k_end - k0);
     if (g->ap || a16_direct(g) || g->A16_blocks || rows <= 0) return (region){0};
     return g->trans_a ? block_of(g->A, g->A16, (size_t)k0 * g->lda + r0, kc, rows, g->lda)
                       : block_of(g->A, g->A16, (size_t)r0 * g->lda + k0, rows, kc, g->lda);
@@ -321,17 +328,18 @@ static stored16 a_stored16(const gemm_job *g) {
 
 /* rows i0..i1 of C, panels p0, p0 + step, ... */
 BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int step) {
-    bf16 a_block[ROW_BLOCK * KC] __attribute__((aligned(64)));
+    bf16 a_block[PART_ROW_BLOCK * KC] __attribute__((aligned(64)));
     bf16 b_panel[KC * PANEL] __attribute__((aligned(64)));
     int panels = (g->N + PANEL - 1) / PANEL, kp = even(g->K);
     int my_panels = (panels - p0 + step - 1) / step;
 #if VITC_AMX_KERNELS
     if (g->amx) amx_begin();
 #endif
-    for (int r0 = i0; r0 < i1; r0 += ROW_BLOCK) {
-        int rows = min_int(ROW_BLOCK, i1 - r0), tiles = (rows + TILE_ROWS - 1) / TILE_ROWS;
-        for (int k0 = 0; k0 < g->K; k0 += KC) {
-            int kc = min_int(KC, g->K - k0), lda = KC;
+    int k_begin = g->k_begin, k_end = g->k_end, row_block = g->row_block;
+    for (int r0 = i0; r0 < i1; r0 += row_block) {
+        int rows = min_int(row_block, i1 - r0), tiles = (rows + TILE_ROWS - 1) / TILE_ROWS;
+        for (int k0 = k_begin; k0 < k_end; k0 += KC) {
+            int kc = min_int(KC, k_end - k0), lda = KC;
             const bf16 *a = a_block;
             if (g->ap) a = g->ap + (size_t)r0 * kp + k0, lda = kp;
             else if (a16_direct(g)) a = g->A16 + (size_t)r0 * g->lda + k0, lda = g->lda;
@@ -339,10 +347,10 @@ BF16_TARGET static void gemm_part(const gemm_job *g, int i0, int i1, int p0, int
                 pack_a_block(a_block, KC, g->trans_a, g->A, a_stored16(g), g->lda, r0, rows, k0,
                              kc);
             /* the block after this one: the next KC columns, else the next rows' first */
-            int next_r0 = k0 + KC < g->K ? r0 : r0 + ROW_BLOCK,
-                next_k0 = k0 + KC < g->K ? k0 + KC : 0;
-            region next_a = a_region(g, next_r0, min_int(ROW_BLOCK, i1 - next_r0), next_k0);
-            epilogue e = {g->alpha, g->beta, k0 == 0, NULL};
+            int next_r0 = k0 + KC < k_end ? r0 : r0 + row_block,
+                next_k0 = k0 + KC < k_end ? k0 + KC : k_begin;
+            region next_a = a_region(g, next_r0, min_int(row_block, i1 - next_r0), next_k0);
+            epilogue e = {g->alpha, g->beta, k0 == k_begin, NULL};
             for (int p = p0, q = 0; p < panels; p += step, q++) {
                 int n = min_int(PANEL, g->N - p * PANEL);
                 const bf16 *b = b_panel;
@@ -417,10 +425,79 @@ static int row_split(const gemm_job *g, int t, int team) {
     return g->A16_blocks && g->trans_a && t < team ? i & ~15 : i;
 }
 
+/* The parts of K summed apart (the header's order): a weight gradient's K, the tokens, dwarfs its
+ * M and N, and a thread split of rows or panels packs B or A again in every thread (96 x 384 x
+ * 3136 took 0.38-0.53 ms so, 0.21 ms in two parts); a thread per part packs each element once. Not
+ * with many rows: a part packs B again for every block of them (1536 x 384 x 3136 ran slower). */
+static int inner_parts(const gemm_job *g) {
+    if (!g->trans_a || g->M > GEMM_BF16_PARTS_MAX_ROWS) return 1;
+    int parts = 1;
+    while (2 * parts <= GEMM_BF16_PARTS_MAX && 2 * parts * GEMM_BF16_PART_MIN <= g->K) parts *= 2;
+    return parts;
+}
+
+/* part p of K: whole blocks, as many as the blocks allow each part */
+static int part_start(int K, int p, int parts) {
+    int blocks = (K + KC - 1) / KC;
+    return min_int(K, (int)((int64_t)blocks * p / parts) * KC);
+}
+
+/* part p into C (p = 0) or from beta 0 into its own sums (p - 1 of `sums`, (M, N)); rows i0..i1 */
+static void run_part(const gemm_job *g, int p, int parts, float *sums, int i0, int i1) {
+    gemm_job part = *g;
+    if (p > 0) {
+        part.C = sums + (size_t)(p - 1) * g->M * g->N;
+        part.ldc = g->N, part.beta = 0.0f, part.bias = NULL;
+    }
+    part.k_begin = part_start(g->K, p, parts), part.k_end = part_start(g->K, p + 1, parts);
+    part.row_block = PART_ROW_BLOCK;
+    gemm_part(&part, i0, i1, 0, 1);
+}
+
+/* row i of C adds the later parts' sums, in order */
+static void add_parts(const gemm_job *g, int parts, const float *sums, int i) {
+    float *c = g->C + (size_t)i * g->ldc;
+    for (int p = 1; p < parts; p++) {
+        const float *s = sums + ((size_t)(p - 1) * g->M + i) * g->N;
+        for (int j = 0; j < g->N; j++) c[j] += s[j];
+    }
+}
+
+/* the parts share the threads (a team larger than the parts splits each part's rows), then C adds
+ * their sums */
+static void gemm_run_parts(const gemm_job *g, int parts, int threads) {
+    size_t n = (size_t)(parts - 1) * g->M * g->N;
+    bool nested = vitc_in_parallel(); /* the scratch arena is the team's, not a thread's */
+    float *sums = nested ? malloc(n * sizeof(float)) : scratch_floats(n);
+    CHECK(sums, "gemm_bf16: out of memory for %d parts of %d x %d sums", parts, g->M, g->N);
+    if (threads == 1) {
+        for (int p = 0; p < parts; p++) run_part(g, p, parts, sums, 0, g->M);
+        for (int i = 0; i < g->M; i++) add_parts(g, parts, sums, i);
+    } else {
+#pragma omp parallel num_threads(threads)
+        {
+            int t = vitc_thread_id(), team = vitc_team_size(), per = team / parts;
+            if (per <= 1) {
+                for (int p = t; p < parts; p += team) run_part(g, p, parts, sums, 0, g->M);
+            } else if (t < per * parts) {
+                int slice = t / parts;
+                run_part(g, t % parts, parts, sums, row_split(g, slice, per),
+                         row_split(g, slice + 1, per));
+            }
+#pragma omp barrier
+#pragma omp for schedule(static)
+            for (int i = 0; i < g->M; i++) add_parts(g, parts, sums, i);
+        }
+    }
+    if (nested) free(sums);
+    else scratch_done(sums, n);
+}
+
 static void gemm_run(const gemm_job *job, int threads) {
     CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
     gemm_job on_this_cpu = *job;
     on_this_cpu.amx = gemm_bf16_uses_amx();
+    on_this_cpu.k_begin = 0, on_this_cpu.k_end = job->K, on_this_cpu.row_block = ROW_BLOCK;
     const gemm_job *g = &on_this_cpu;
     if (g->K == 0) { /* no block of the inner dimension would apply beta */
         for (int i = 0; i < g->M; i++)
@@ -428,6 +505,11 @@ static void gemm_run(const gemm_job *job, int threads) {
                 float *c = g->C + (size_t)i * g->ldc + j;
                 *c = g->bias ? g->bias[j] : g->beta == 0.0f ? 0.0f : g->beta * *c;
             }
+        return;
+    }
+    int parts = inner_parts(g);
+    if (parts > 1) {
+        gemm_run_parts(g, parts, threads);
         return;
     }
     int panels = (g->N + PANEL - 1) / PANEL;
@@ -511,10 +593,10 @@ void gemm_bf16_a16_packed_b_bias(int M, int N, int K, const bf16 *A, int lda, co
     gemm_run(&g, threads);
 }
 
-void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
-                      float *C, int ldc, int threads) {
-    gemm_job g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .ap = ap, .bp = bp, .C = C,
-                  .ldc = ldc};
+void gemm_bf16_packed(bool trans_a, int M, int N, int K, float alpha, const bf16 *ap,
+                      const bf16 *bp, float beta, float *C, int ldc, int threads) {
+    gemm_job g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .trans_a = trans_a,
+                  .ap = ap, .bp = bp, .C = C, .ldc = ldc};
     gemm_run(&g, threads);
 }
 
@@ -607,10 +689,10 @@ void gemm_bf16_a16_packed_b_bias(int M, int N, int K, const bf16 *A, int lda, co
     unsupported();
 }
 
-void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
-                      float *C, int ldc, int threads) {
-    (void)M, (void)N, (void)K, (void)alpha, (void)ap, (void)bp, (void)beta, (void)C, (void)ldc;
-    (void)threads;
+void gemm_bf16_packed(bool trans_a, int M, int N, int K, float alpha, const bf16 *ap,
+                      const bf16 *bp, float beta, float *C, int ldc, int threads) {
+    (void)trans_a, (void)M, (void)N, (void)K, (void)alpha, (void)ap, (void)bp, (void)beta, (void)C;
+    (void)ldc, (void)threads;
     unsupported();
 }
 

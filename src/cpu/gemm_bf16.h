@@ -10,7 +10,12 @@
  * k, each addition rounded to nearest even, as vdpbf16ps does in each lane (a missing k + 1 at the
  * end of an odd K counts as 0 · 0; a product of two bf16 is exact in fp32; the instruction
  * flushes a subnormal sum to 0). The first block then sets c = fma(alpha, s, beta c), beta c
- * rounded first (c is not read when beta is 0: alpha s); each later one, c = fma(alpha, s, c). */
+ * rounded first (c is not read when beta is 0: alpha s); each later one, c = fma(alpha, s, c).
+ * A weight gradient's product (trans_a) with at most GEMM_BF16_PARTS_MAX_ROWS rows and K of at
+ * least 2 GEMM_BF16_PART_MIN is cut into parts first: P of them, the most of 2, 4, ...
+ * GEMM_BF16_PARTS_MAX with P GEMM_BF16_PART_MIN <= K, part p from block floor(blocks p / P) of the
+ * ceil(K / KC) blocks. Part 0 sums into C as above; each later part sums likewise into its own c
+ * from beta 0 (and no bias), and C then adds them in order, c = c + c_p, p = 1 .. P - 1. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,6 +24,9 @@
 #include "bf16.h"
 
 #define GEMM_BF16_KC 384 /* the blocks of the inner dimension (even) */
+#define GEMM_BF16_PARTS_MAX 8
+#define GEMM_BF16_PART_MIN (4 * GEMM_BF16_KC)
+#define GEMM_BF16_PARTS_MAX_ROWS 768
 
 /* Where the processor has AMX-BF16 (cpu_has_amx_bf16), the products run on its tiles instead:
  * the same packing and blocks of K, and in each block the chunks of 32 of K (16 pairs) from its
@@ -41,7 +49,7 @@ void gemm_bf16_pack_a(bf16 *ap, bool trans_a, int M, int K, const float *A, int 
 void gemm_bf16_pack_b(bf16 *bp, bool trans_b, int N, int K, const float *B, int ldb, int threads);
 
 /* `threads` share the work (1: the calling thread alone, as inside a parallel region); fp32
- * operands are rounded block by block, in L2, in 168 KiB of each thread's stack */
+ * operands are rounded block by block, in L2, in 312 KiB of each thread's stack */
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc, int threads);
 /* with beta 0 and a bias (N floats) added to every row: C = alpha op(A) op(B) + bias, the bits of
@@ -77,6 +85,7 @@ void gemm_bf16_packed_b_bias(int M, int N, int K, const float *A, int lda, const
 /* the same with A already in bf16 (A16, as gemm_bf16_a16_bias) */
 void gemm_bf16_a16_packed_b_bias(int M, int N, int K, const bf16 *A, int lda, const bf16 *bp,
                                  const float *bias, float *C, int ldc, int threads);
-/* the same from gemm_bf16_pack_a's and gemm_bf16_pack_b's outputs: the same sums */
-void gemm_bf16_packed(int M, int N, int K, float alpha, const bf16 *ap, const bf16 *bp, float beta,
-                      float *C, int ldc, int threads);
+/* the same from gemm_bf16_pack_a's and gemm_bf16_pack_b's outputs: the same sums (trans_a as A was
+ * packed: a transposed A's product is cut into parts of K alike) */
+void gemm_bf16_packed(bool trans_a, int M, int N, int K, float alpha, const bf16 *ap,
+                      const bf16 *bp, float beta, float *C, int ldc, int threads);
