@@ -26,7 +26,7 @@
 #define GEMM_BF16_KC 384 /* the blocks of the inner dimension (even) */
 #define GEMM_BF16_PARTS_MAX 8
 #define GEMM_BF16_PART_MIN (4 * GEMM_BF16_KC)
-#define GEMM_BF16_PARTS_MAX_ROWS 768
+#define GEMM_BF16_PARTS_MAX_ROWS 1536
 
 /* Where the processor has AMX-BF16 (cpu_has_amx_bf16), the products run on its tiles instead:
  * the same packing and blocks of K, and in each block the chunks of 32 of K (16 pairs) from its
