@@ -309,8 +309,8 @@ static void check_orders(uint64_t seed, bool amx) {
         for (int t = 0; t < 4 && !test_failed(); t++)
             check_exact(&r, t & 1, t >> 1, shapes[i], 1.0f, 0.0f, 2, false, amx);
     static const float ab[][2] = {{0.75f, 0.0f}, {1.0f, 1.0f}, {-1.5f, 0.5f}};
-    static const shape few[] = {{13, 37, 21}, {515, 41, KC + 1}, {3, 4, 0}, {0, 5, 3},
-                                {5, 3, 8 * KC + 1}};
+    static const shape few[] = {{13, 37, 21}, {515, 41, KC + 1}, {3, 4, 0},         {0, 5, 3},
+                                {5, 3, 8 * KC + 1}, {0, 3, 8 * KC},   {4, 0, 8 * KC}};
     for (size_t i = 0; i < sizeof few / sizeof few[0] && !test_failed(); i++)
         for (int t = 0; t < 4 && !test_failed(); t++)
             for (int v = 0; v < 3 && !test_failed(); v++)

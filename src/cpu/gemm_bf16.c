@@ -431,7 +431,7 @@ static int row_split(const gemm_job *g, int t, int team) {
  * past four blocks of rows, as a part packs B again for every block (1536 x 384 x 3136 ran 5% faster
  * in parts, in blocks of 192 rows 20% slower). */
 static int inner_parts(const gemm_job *g) {
-    if (!g->trans_a || g->M > GEMM_BF16_PARTS_MAX_ROWS) return 1;
+    if (!g->trans_a || g->M > GEMM_BF16_PARTS_MAX_ROWS || g->M == 0 || g->N == 0) return 1;
     int parts = 1;
     while (2 * parts <= GEMM_BF16_PARTS_MAX && 2 * parts * GEMM_BF16_PART_MIN <= g->K) parts *= 2;
     return parts;
