@@ -166,6 +166,14 @@ static tensor *mlp_residual_fn(tensor **in, const void *ctx) {
     return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], NULL, 0, NULL);
 }
 
+/* half the samples dropped: their rows are skipped in bf16 as in fp32 (op_mlp_residual) */
+static tensor *mlp_residual_dropping_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    rng r;
+    rng_seed(&r, 6, RNG_DROPOUT); /* samples 0, 1 and 3 of 4 dropped */
+    return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], NULL, 0.5f, &r);
+}
+
 TEST(bf16_ops_follow_fp32_and_finite_differences) {
     SKIP_WITHOUT_BF16();
     rng r;
@@ -202,6 +210,10 @@ TEST(bf16_ops_follow_fp32_and_finite_differences) {
            "layernorm_linear");
     EXPECT(bf16_follows_fp32("mlp_residual", mlp_residual_fn, NULL, 6, (tensor *[]){h, lw, lb, w1, b1, w2}, 2e-2, false),
            "mlp_residual");
+    tensor *h4 = LEAF(&r, 1, 4, 9, 24);
+    EXPECT(bf16_follows_fp32("mlp_residual, drop path", mlp_residual_dropping_fn, NULL, 6,
+                             (tensor *[]){h4, lw, lb, w1, b1, w2}, 2e-2, false),
+           "mlp_residual with dropped samples");
     enum { WIDE = MLP_CHUNKED_MAX_CHANNELS_BF16 + 8 }; /* the MLP step as two ops */
     tensor *hw = LEAF(&r, 1, 2, 5, WIDE), *lww = LEAF(&r, 0.2f, WIDE), *lbw = LEAF(&r, 0.2f, WIDE);
     tensor *w1w = LEAF(&r, 0.1f, 40, WIDE), *b1w = LEAF(&r, 0.3f, 40), *w2w = LEAF(&r, 0.3f, WIDE, 40);
@@ -209,6 +221,10 @@ TEST(bf16_ops_follow_fp32_and_finite_differences) {
     EXPECT(bf16_follows_fp32("mlp_residual, two ops", mlp_residual_fn, NULL, 6,
                              (tensor *[]){hw, lww, lbw, w1w, b1w, w2w}, 2e-2, false),
            "mlp_residual as two ops");
+    tensor *hw4 = LEAF(&r, 1, 4, 5, WIDE);
+    EXPECT(bf16_follows_fp32("mlp_residual, two ops, drop path", mlp_residual_dropping_fn, NULL, 6,
+                             (tensor *[]){hw4, lww, lbw, w1w, b1w, w2w}, 2e-2, false),
+           "mlp_residual as two ops with dropped samples");
     arena_reset(&vitc_arena);
 }
 

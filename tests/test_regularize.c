@@ -187,6 +187,50 @@ TEST(residual_linear_split_matches_the_concatenated_input_and_grad) {
                  "residual (6, 5, 4), inputs (6, 5, 3) and (6, 5, 3), weight (4, 5) do not match");
 }
 
+/* A dropped sample's rows are the residual itself, and the residual's gradient there is the
+ * output's: the branch is neither computed nor differentiated (in row chunks, where the forward
+ * leaves those rows of the hidden layer unset, and as two ops). The kept samples follow the two
+ * ops' chain. */
+TEST(mlp_residual_skips_the_dropped_samples) {
+    rng r;
+    rng_seed(&r, 77, RNG_TEST);
+    const int B = 4, rows = 300, H = 24;
+    static const int channels[2] = {8, MLP_CHUNKED_MAX_CHANNELS_FP32 + 8};
+    for (int c = 0; c < 2; c++) {
+        int C = channels[c];
+        tensor *res = LEAF(&r, 1, B, rows, C), *lw = LEAF(&r, 1, C), *lb = LEAF(&r, 1, C);
+        tensor *w1 = LEAF(&r, 0.3f, H, C), *b1 = LEAF(&r, 1, H), *w2 = LEAF(&r, 0.3f, C, H);
+        tensor *b2 = LEAF(&r, 1, C), *inputs[7] = {res, lw, lb, w1, b1, w2, b2};
+        rng d1, d2;
+        rng_seed(&d1, 2, RNG_DROPOUT); /* samples 0 and 2 of 4 dropped */
+        rng_seed(&d2, 2, RNG_DROPOUT);
+        tensor *y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, 0.5f, &d1);
+        tensor *chain = op_residual_linear(res, op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1), w2,
+                                           b2, true, 0.5f, &d2);
+        EXPECT(max_rel_diff(y->data, chain->data, chain->numel) < 1e-5, "%d channels: forward", C);
+        int dropped = 0, per = rows * C;
+        for (int s = 0; s < B; s++)
+            dropped += !memcmp(y->data + s * per, res->data + s * per, sizeof(float) * per);
+        EXPECT(dropped == 2, "%d channels: %d of %d samples the bare residual (2 dropped)", C,
+               dropped, B);
+        double err = backward_difference(chain, y, 7, inputs);
+        EXPECT(err < 1e-4, "%d channels: gradients differ from the two ops' by %g", C, err);
+        float *seed = malloc(sizeof(float) * (size_t)y->numel);
+        for (int64_t i = 0; i < y->numel; i++) seed[i] = (float)(i % 7) - 3;
+        rng_seed(&d1, 2, RNG_DROPOUT);
+        y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, 0.5f, &d1);
+        res->grad = NULL;
+        tape_backward_from(y, seed);
+        int passed = 0;
+        for (int s = 0; s < B; s++)
+            passed += !memcmp(res->grad + s * per, seed + s * per, sizeof(float) * per);
+        EXPECT(passed == 2, "%d channels: %d samples' residual gradient is the output's", C,
+               passed);
+        tape_reset();
+        free(seed);
+    }
+}
+
 static tensor *mlp_fn(tensor **in, const void *ctx) {
     (void)ctx;
     rng r;

@@ -1,5 +1,7 @@
 #include "mlp.h"
 
+#include <string.h>
+
 #include "../core/precision.h"
 #include "../core/threads.h"
 #include "bf16_store.h"
@@ -38,40 +40,81 @@ static void layer(float *out, const float *x, const float *w, const bf16 *wp, co
     else linear_forward(out, x, w, b, rows, K, N);
 }
 
+/* one MLP step's operands, as mlp_residual_forward has them (w1p, w2p: the weights packed, or
+ * NULL) */
+typedef struct mlp_step {
+    float *out, *h, *mean, *rstd;
+    uint16_t *h_bf16;
+    const float *res, *ln_w, *ln_b, *w1, *b1, *w2, *b2, *keep;
+    const bf16 *w1p, *w2p;
+    float eps;
+    const mlp_dims *d;
+} mlp_step;
+
+/* rows r0.. (rows of them) of the step, in one thread's chunk scratch y */
+static void mlp_rows(const mlp_step *m, int64_t r0, int rows, float *y) {
+    const mlp_dims *d = m->d;
+    int C = d->C, H = d->hidden, R = mlp_chunk_rows(d);
+    float *act = y + (size_t)R * C, *branch = act + (size_t)R * H;
+    float *pre = m->h ? m->h + r0 * H : act;
+    layernorm_forward(y, m->mean + r0, m->rstd + r0, m->res + r0 * C, m->ln_w, m->ln_b, rows, C,
+                      m->eps);
+    layer(pre, y, m->w1, m->w1p, m->b1, rows, C, H);
+    if (m->h_bf16) bf16_store(m->h_bf16 + r0 * H, pre, (int64_t)rows * H);
+    if (m->w2p) { /* the activation in bf16, as fc2's product reads it: nothing to pack */
+        gelu_forward_bf16((bf16 *)act, pre, (int64_t)rows * H);
+        gemm_bf16_a16_packed_b_bias(rows, C, H, (bf16 *)act, H, m->w2p, m->b2, branch, C, 1);
+    } else {
+        gelu_forward(act, pre, (int64_t)rows * H);
+        layer(branch, act, m->w2, NULL, m->b2, rows, H, C);
+    }
+    for (int i = 0; i < rows; i++) {
+        float k = m->keep ? m->keep[(r0 + i) / d->rows_per_sample] : 1.0f;
+        const float *src = m->res + (r0 + i) * C, *add = branch + (size_t)i * C;
+        float *dst = m->out + (r0 + i) * C;
+        for (int j = 0; j < C; j++) dst[j] = src[j] + k * add[j];
+    }
+}
+
+/* rows r0.. (rows of them) of a dropped sample: the residual alone; h, mean and rstd zeros, which
+ * the backward meets with a zero gradient (finite values, whose products with it add nothing) */
+static void dropped_rows(const mlp_step *m, int64_t r0, int rows) {
+    int C = m->d->C, H = m->d->hidden;
+    size_t hidden = (size_t)rows * H;
+    memcpy(m->out + r0 * C, m->res + r0 * C, sizeof(float) * (size_t)rows * C);
+    if (m->h) memset(m->h + r0 * H, 0, sizeof(float) * hidden);
+    if (m->h_bf16) memset(m->h_bf16 + r0 * H, 0, sizeof(uint16_t) * hidden);
+    memset(m->mean + r0, 0, sizeof(float) * (size_t)rows);
+    memset(m->rstd + r0, 0, sizeof(float) * (size_t)rows);
+}
+
+/* A dropped sample's rows (keep 0) skip the branch (dropped_rows). */
 void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, float *rstd,
                           const float *res, const float *ln_w, const float *ln_b, float eps,
                           const float *w1, const float *b1, const float *w2, const float *b2,
                           const float *keep, const mlp_dims *d, float *scratch) {
-    int C = d->C, H = d->hidden, R = mlp_chunk_rows(d);
+    int C = d->C, H = d->hidden, R = mlp_chunk_rows(d), per = d->rows_per_sample;
     int64_t chunks = (d->M + R - 1) / R;
-    bf16 *w1p = NULL, *w2p = NULL;
+    mlp_step m = {out, h, mean, rstd, h_bf16, res, ln_w, ln_b, w1, b1, w2, b2, keep, NULL, NULL,
+                  eps, d};
     if (packed_weights_floats(d)) {
-        w1p = (bf16 *)scratch, w2p = (bf16 *)(scratch + packed_floats(H, C));
+        bf16 *w1p = (bf16 *)scratch, *w2p = (bf16 *)(scratch + packed_floats(H, C));
         gemm_bf16_pack_b(w1p, true, H, C, w1, C, vitc_threads());
         gemm_bf16_pack_b(w2p, true, C, H, w2, H, vitc_threads());
+        m.w1p = w1p, m.w2p = w2p;
         scratch += packed_weights_floats(d);
     }
 #pragma omp parallel for schedule(dynamic)
     for (int64_t c = 0; c < chunks; c++) {
-        int64_t r0 = c * R;
-        int rows = (int)(r0 + R <= d->M ? R : d->M - r0);
-        float *y = scratch + (size_t)vitc_thread_id() * R * (2 * C + H), *act = y + (size_t)R * C;
-        float *branch = act + (size_t)R * H, *pre = h ? h + r0 * H : act;
-        layernorm_forward(y, mean + r0, rstd + r0, res + r0 * C, ln_w, ln_b, rows, C, eps);
-        layer(pre, y, w1, w1p, b1, rows, C, H);
-        if (h_bf16) bf16_store(h_bf16 + r0 * H, pre, (int64_t)rows * H);
-        if (w2p) { /* the activation in bf16, as fc2's product reads it: nothing to pack */
-            gelu_forward_bf16((bf16 *)act, pre, (int64_t)rows * H);
-            gemm_bf16_a16_packed_b_bias(rows, C, H, (bf16 *)act, H, w2p, b2, branch, C, 1);
-        } else {
-            gelu_forward(act, pre, (int64_t)rows * H);
-            layer(branch, act, w2, NULL, b2, rows, H, C);
-        }
-        for (int i = 0; i < rows; i++) {
-            float k = keep ? keep[(r0 + i) / d->rows_per_sample] : 1.0f;
-            const float *src = res + (r0 + i) * C, *add = branch + (size_t)i * C;
-            float *dst = out + (r0 + i) * C;
-            for (int j = 0; j < C; j++) dst[j] = src[j] + k * add[j];
+        int64_t end = c * R + R <= d->M ? c * R + R : d->M;
+        float *y = scratch + (size_t)vitc_thread_id() * R * (2 * C + H);
+        /* the chunk's runs of rows of kept samples, and of dropped ones */
+        for (int64_t r0 = c * R, r1; r0 < end; r0 = r1) {
+            bool kept = !keep || keep[r0 / per] != 0.0f;
+            for (r1 = r0; r1 < end && (!keep || (keep[r1 / per] != 0.0f) == kept);)
+                r1 = (r1 / per + 1) * per < end ? (r1 / per + 1) * per : end;
+            if (kept) mlp_rows(&m, r0, (int)(r1 - r0), y);
+            else dropped_rows(&m, r0, (int)(r1 - r0));
         }
     }
 }
