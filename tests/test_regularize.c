@@ -188,9 +188,8 @@ TEST(residual_linear_split_matches_the_concatenated_input_and_grad) {
 }
 
 /* A dropped sample's rows are the residual itself, and the residual's gradient there is the
- * output's: the branch is neither computed nor differentiated (in row chunks, where the forward
- * leaves those rows of the hidden layer unset, and as two ops). The kept samples follow the two
- * ops' chain. */
+ * output's, exactly: in row chunks, where the forward skips those rows and writes zeros for the
+ * backward, and as two ops. The kept samples follow the two ops' chain. */
 TEST(mlp_residual_skips_the_dropped_samples) {
     rng r;
     rng_seed(&r, 77, RNG_TEST);
