@@ -21,7 +21,9 @@ int mlp_chunk_rows(const mlp_dims *d);
 size_t mlp_scratch_floats(const mlp_dims *d);
 /* out (M, C); mean, rstd (M) the layernorm's row statistics; h (M, hidden) receives fc1's output
  * (pre-GELU) when not NULL (the backward reads it), or h_bf16 receives it rounded to bf16 and the
- * GELU reads the rounded values (bf16_store); keep (samples) or NULL */
+ * GELU reads the rounded values (bf16_store); keep (samples) or NULL. A dropped sample's rows
+ * (keep 0) are res: a device may skip their branch, leaving any finite values in h, mean and rstd
+ * there (the CPU's zeros), which the backward meets with a zero gradient. */
 void mlp_residual_forward(float *out, float *h, uint16_t *h_bf16, float *mean, float *rstd,
                           const float *res, const float *ln_w, const float *ln_b, float eps,
                           const float *w1, const float *b1, const float *w2, const float *b2,
