@@ -26,8 +26,8 @@ static void pair_logits(float *P, const float *q, const float *k, const attn_dim
 
 /* dS = P ⊙ (dP - rowsum(dP ⊙ P)) in place of dP (rows of stride ld), summed into dbias_h (rows of
  * m) when given */
-void attn_softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias_h, int n, int m,
-                            bool split_rows) {
+static void attn_softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias_h, int n,
+                                   int m, bool split_rows) {
 #pragma omp parallel for schedule(static) if (split_rows)
     for (int i = 0; i < n; i++) {
         float *g = dP + (size_t)i * ld;
@@ -74,19 +74,17 @@ static attn_path backward_path(const attn_dims *a) {
 /* Rows of a block's logits (stride mp, a multiple of 16), each pass over all rows before the next:
  * done row by row, each row's chain of reductions and exp polynomials ran at its latency. */
 
-/* the logits, times `scale` (1 where the product applied it), plus their bias and mask rows; -inf
- * in the padding up to mp (none on the GEMM path, whose rows are m long) */
-WIDE_VECTORS void attn_block_add_bias_mask(float *L, const attn_dims *a, int pair, int i0, int i1,
-                                           size_t mp, float scale) {
+/* the logits (the product applied their scale) plus their bias and mask rows; -inf in the padding
+ * up to mp (none on the GEMM path, whose rows are m long) */
+WIDE_VECTORS static void attn_block_add_bias_mask(float *L, const attn_dims *a, int pair, int i0,
+                                                  int i1, size_t mp) {
     size_t nm = (size_t)a->n * a->m;
     int m = a->m, h = pair % a->heads, w = (pair / a->heads) % a->windows;
     for (int i = i0; i < i1; i++) {
         float *p = L + (i - i0) * mp;
         if (a->bias) {
             const float *bias = a->bias + h * nm + (size_t)i * m;
-            for (int j = 0; j < m; j++) p[j] = scale * p[j] + bias[j];
-        } else if (scale != 1.0f) {
-            for (int j = 0; j < m; j++) p[j] *= scale;
+            for (int j = 0; j < m; j++) p[j] += bias[j];
         }
         if (a->mask) {
             const float *mask = a->mask + w * nm + (size_t)i * m;
@@ -97,7 +95,7 @@ WIDE_VECTORS void attn_block_add_bias_mask(float *L, const attn_dims *a, int pai
 }
 
 /* softmax of each row in place; lse (rows) receives each row's log-sum-exp */
-WIDE_VECTORS void attn_block_softmax(float *L, float *lse, int rows, size_t mp) {
+WIDE_VECTORS static void attn_block_softmax(float *L, float *lse, int rows, size_t mp) {
     for (int i = 0; i < rows; i++) lse[i] = reduce_max(L + i * mp, (int)mp);
     for (int i = 0; i < rows; i++) exp_shifted_row(L + i * mp, (int)mp, lse[i]);
     for (int i = 0; i < rows; i++) {
@@ -108,7 +106,7 @@ WIDE_VECTORS void attn_block_softmax(float *L, float *lse, int rows, size_t mp) 
 }
 
 /* the forward's probabilities again from the logits (bias and mask added) and each row's lse */
-WIDE_VECTORS void attn_block_probs(float *L, const float *lse, int rows, size_t mp) {
+WIDE_VECTORS static void attn_block_probs(float *L, const float *lse, int rows, size_t mp) {
     for (int i = 0; i < rows; i++) exp_shifted_row(L + i * mp, (int)mp, lse[i]);
 }
 
@@ -253,7 +251,7 @@ static void tiled_forward_block(float *out, float *lse, float *L, const float *k
     size_t mp = padded16(m), qo = (size_t)s * n * C + h * d, vo = (size_t)s * m * C + h * d;
     float row_lse[ATTN_BLOCK_ROWS];
     block_logits(L, q + qo, C, i0, i1, kt, m, d);
-    attn_block_add_bias_mask(L, a, pair, i0, i1, mp, 1.0f);
+    attn_block_add_bias_mask(L, a, pair, i0, i1, mp);
     attn_block_softmax(L, row_lse, i1 - i0, mp);
     if (lse) memcpy(lse + (size_t)pair * n + i0, row_lse, sizeof(float) * (i1 - i0));
     block_product(out + qo + (size_t)i0 * C, C, 1.0f, false, L, mp, 1, i1 - i0, v + vo, C, m, d);
@@ -295,7 +293,7 @@ static void tiled_backward_pair(float *dq, float *dk, float *dv, float *dbias_h,
     for (int i0 = 0; i0 < n; i0 += ATTN_BLOCK_ROWS) {
         int i1 = i0 + ATTN_BLOCK_ROWS < n ? i0 + ATTN_BLOCK_ROWS : n, rows = i1 - i0;
         block_logits(P, q + qo, C, i0, i1, kt, m, d);
-        attn_block_add_bias_mask(P, a, pair, i0, i1, mp, 1.0f);
+        attn_block_add_bias_mask(P, a, pair, i0, i1, mp);
         attn_block_probs(P, lse + (size_t)pair * n + i0, rows, mp);
         const float *dout_block = dout + qo + (size_t)i0 * C;
         if (dv) block_product(dv + ko, C, 1.0f, true, P, 1, mp, m, dout_block, C, rows, d);
@@ -330,7 +328,7 @@ static void forward_pair(float *out, float *lse, float *P, const float *q, const
 #pragma omp parallel for schedule(static) if (split_rows)
     for (int i = 0; i < n; i++) {
         float *p = P + (size_t)i * m;
-        attn_block_add_bias_mask(p, a, pair, i, i + 1, m, 1.0f);
+        attn_block_add_bias_mask(p, a, pair, i, i + 1, m);
         float row_lse = softmax_row(p, m);
         if (lse) lse[(size_t)pair * n + i] = row_lse;
     }
@@ -365,7 +363,7 @@ static void recompute_probs(float *P, const float *lse, const float *q, const fl
 #pragma omp parallel for schedule(static) if (split_rows)
     for (int i = 0; i < n; i++) {
         float *p = P + (size_t)i * m, row_lse = lse[(size_t)pair * n + i];
-        attn_block_add_bias_mask(p, a, pair, i, i + 1, m, 1.0f);
+        attn_block_add_bias_mask(p, a, pair, i, i + 1, m);
         for (int j = 0; j < m; j++) p[j] = fast_expf(p[j] - row_lse);
     }
 }

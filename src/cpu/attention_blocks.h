@@ -1,7 +1,8 @@
 /* What the register tiles of attention.c (fp32) and attention_bf16.c (bf16 products) share: queries
  * go in blocks of at most ATTN_BLOCK_ROWS rows, whose logits (rows of mp, the keys padded to 16)
  * stay in L2, and every pass over a block's rows is fp32 (bias and mask, softmax and its row
- * statistics, the backward's probabilities and softmax gradient). Internal to src/cpu. */
+ * statistics, the backward's probabilities and softmax gradient), each file's own. Internal to
+ * src/cpu. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,19 +18,6 @@ bool attn_pairs_in_parallel(const attn_dims *a);
 /* rows per block of the forward: ATTN_BLOCK_ROWS, or fewer when the blocks would be too few to keep
  * every thread busy */
 int attn_forward_block_rows(const attn_dims *a);
-
-/* rows i0..i1 of one pair's logits L (stride mp) times scale, plus their bias and mask; -inf in the
- * padding */
-void attn_block_add_bias_mask(float *L, const attn_dims *a, int pair, int i0, int i1, size_t mp,
-                              float scale);
-/* softmax of each row in place; lse (rows) receives each row's log-sum-exp */
-void attn_block_softmax(float *L, float *lse, int rows, size_t mp);
-/* the forward's probabilities again, from the logits (bias and mask added) and each row's lse */
-void attn_block_probs(float *L, const float *lse, int rows, size_t mp);
-/* dS = P ⊙ (dP - rowsum(dP ⊙ P)) in place of dP (rows of stride ld), summed into dbias_h (rows of
- * m) when given */
-void attn_softmax_grad_rows(float *dP, const float *P, size_t ld, float *dbias_h, int n, int m,
-                            bool split_rows);
 
 /* ---- bf16 tiles (attention_bf16.c), for heads of 16 to 64 channels under --precision bf16 ---- */
 size_t attention_bf16_thread_floats(const attn_dims *a, bool backward);
