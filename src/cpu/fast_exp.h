@@ -21,11 +21,12 @@ static inline float fast_expf(float in) {
 
 #include "simd.h"
 
-#ifdef __AVX512F__
+#ifdef __x86_64__
 /* fast_expf on 16 lanes with AVX-512's own steps: rounding k by vrndscaleps and 2^k by vscalefps
  * leave no clamp at the top (it overflows to inf) and none for NaN (it passes through); below -100
- * the result is 0. About half the instructions of the vectorised fast_expf. */
-static inline __m512 fast_exp16(__m512 x) {
+ * the result is 0. About half the instructions of the vectorised fast_expf. Its own target, so that
+ * the bf16 kernels (bf16_simd.h) call it in builds for any x86-64. */
+__attribute__((target("avx512f"))) static inline __m512 fast_exp16(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(-100.0f), x); /* vmaxps returns a NaN second operand */
     __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
