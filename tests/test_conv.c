@@ -67,18 +67,22 @@ static tensor *dw_fn(tensor **in, const void *ctx) {
 TEST(dwconv2d_matches_grouped_conv_and_grad) {
     rng r;
     rng_seed(&r, 52, RNG_TEST);
-    for (int k = 3; k <= 7; k += 2) {
-        tensor *x = LEAF(&r, 1, 3, 7, 5, 5), *w = LEAF(&r, 0.5f, 5, 1, k, k), *b = LEAF(&r, 1, 5);
-        tensor *y = op_dwconv2d(x, w, b);
-        tensor *ref = tensor_like(y);
-        conv_naive(ref->data, x, w, b, 1, k / 2, 5);
-        double err = max_rel_diff(y->data, ref->data, y->numel);
-        EXPECT(err < 1e-5, "k %d: rel diff %g", k, err);
-        EXPECT(GRADCHECK(dw_fn, &k, x, w, b), "dwconv k %d", k);
-        EXPECT(GRADCHECK(dw_fn, NULL, x, w), "dwconv k %d without bias", k);
-    }
+    /* 5 channels: a partial vector only; 21: a whole vector of 16 and a partial one */
+    for (int C = 5; C <= 21; C += 16)
+        for (int k = 3; k <= 7; k += 2) {
+            tensor *x = LEAF(&r, 1, 3, 7, 5, C), *w = LEAF(&r, 0.5f, C, 1, k, k);
+            tensor *b = LEAF(&r, 1, C);
+            tensor *y = op_dwconv2d(x, w, b);
+            tensor *ref = tensor_like(y);
+            conv_naive(ref->data, x, w, b, 1, k / 2, C);
+            double err = max_rel_diff(y->data, ref->data, y->numel);
+            EXPECT(err < 1e-5, "C %d k %d: rel diff %g", C, k, err);
+            EXPECT(GRADCHECK(dw_fn, &k, x, w, b), "dwconv C %d k %d", C, k);
+            EXPECT(GRADCHECK(dw_fn, NULL, x, w), "dwconv C %d k %d without bias", C, k);
+        }
     tensor *x = RANDN(&r, 1, 1, 5, 5, 4), *w = RANDN(&r, 1, 4, 1, 4, 4);
     EXPECT_ERROR(op_dwconv2d(x, w, NULL), "with k odd");
+    EXPECT_ERROR(op_dwconv2d(x, RANDN(&r, 1, 4, 1, 9, 9), NULL), "with k odd and at most 7");
     EXPECT_ERROR(op_dwconv2d(x, RANDN(&r, 1, 3, 1, 3, 3), NULL), "(C or a divisor of C, 1, k, k)");
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "matmul.h"
+#include "simd.h"
 
 /* cols (P, K) for group gi, K ordered (ci, ky, kx) like the weight's memory */
 static void im2col(float *cols, const float *x, const conv_geom *g, int gi) {
@@ -123,35 +124,77 @@ void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const 
     }
 }
 
+/* The lanes [c, c + n) of a channel block, n up to 16 (C's last block may be partial). */
+static inline vec16 load_lanes(const float *p, int n) {
+    if (n == 16) return load16(p);
+#ifdef __AVX512F__
+    return (vec16)_mm512_maskz_loadu_ps(lanes(n), p);
+#else
+    vec16 v = {0};
+    memcpy(&v, p, sizeof(float) * (size_t)n);
+    return v;
+#endif
+}
+
+static inline void store_lanes(float *p, vec16 v, int n) {
+    if (n == 16) store16(p, v);
+    else
+#ifdef __AVX512F__
+        _mm512_mask_storeu_ps(p, lanes(n), (__m512)v);
+#else
+        memcpy(p, &v, sizeof(float) * (size_t)n);
+#endif
+}
+
+/* One row of the backward for channels [c, c + n): dx(p) gathers w(t) dout(p - t) over the taps t
+ * (dx may be NULL) while the chunk's partial sums take dw(t) += dout(p) x(p + t) and db += dout(p),
+ * both in registers across the row. One pass reads dout and x once. Written for a constant k where
+ * inlined, so that the taps' loops unroll and their vectors stay in registers. */
+static inline __attribute__((always_inline)) void dw_backward_row(
+    float *dx, float *pw, float *pb, const float *dout, const float *x, int xC, const float *wt,
+    int H, int W, int C, int k, int64_t row, int c, int n) {
+    int r = k / 2, kk = k * k, bi = (int)(row / H), y = (int)(row % H);
+    vec16 wk[DW_MAX_K * DW_MAX_K], acc[DW_MAX_K * DW_MAX_K], bias_acc = load_lanes(pb + c, n);
+#pragma GCC unroll 49
+    for (int t = 0; t < kk; t++) {
+        wk[t] = load_lanes(wt + (size_t)t * C + c, n);
+        acc[t] = load_lanes(pw + (size_t)t * C + c, n);
+    }
+    const float *g_map = dout + (int64_t)bi * H * W * C + c;
+    const float *x_map = x + (int64_t)bi * H * W * xC + c;
+    for (int xx = 0; xx < W; xx++) {
+        vec16 g = load_lanes(g_map + ((int64_t)y * W + xx) * C, n), d = {0};
+        bias_acc += g;
+#pragma GCC unroll 7
+        for (int ky = 0; ky < k; ky++) {
+            int iy = y + ky - r, oy = y - ky + r;
+#pragma GCC unroll 7
+            for (int kx = 0; kx < k; kx++) {
+                int ix = xx + kx - r, ox = xx - kx + r, t = ky * k + kx;
+                if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                    acc[t] += g * load_lanes(x_map + ((int64_t)iy * W + ix) * xC, n);
+                if (dx && oy >= 0 && oy < H && ox >= 0 && ox < W)
+                    d += wk[t] * load_lanes(g_map + ((int64_t)oy * W + ox) * C, n);
+            }
+        }
+        if (dx) {
+            float *dst = dx + (row * W + xx) * xC + c;
+            store_lanes(dst, load_lanes(dst, n) + d, n);
+        }
+    }
+    store_lanes(pb + c, bias_acc, n);
+#pragma GCC unroll 49
+    for (int t = 0; t < kk; t++) store_lanes(pw + (size_t)t * C + c, acc[t], n);
+}
+
 void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x, int xC,
                        const float *w, int B, int H, int W, int C, int Cw, int k, float *wt,
                        float *partial) {
-    int r = k / 2, kk = k * k;
+    int kk = k * k;
     int64_t rows = (int64_t)B * H;
-    if (dx) {
-        spread_weights(wt, w, NULL, C, Cw, kk);
-        /* gather form: input pixel (y, x) collects from the outputs whose windows cover it */
-#pragma omp parallel for schedule(static)
-        for (int64_t row = 0; row < rows; row++) {
-            int bi = (int)(row / H), y = (int)(row % H);
-            for (int xx = 0; xx < W; xx++) {
-                float *d = dx + (row * W + xx) * xC;
-                for (int ky = 0; ky < k; ky++) {
-                    int oy = y - ky + r;
-                    if (oy < 0 || oy >= H) continue;
-                    for (int kx = 0; kx < k; kx++) {
-                        int ox = xx - kx + r;
-                        if (ox < 0 || ox >= W) continue;
-                        const float *g = dout + (((int64_t)bi * H + oy) * W + ox) * C;
-                        const float *wk = wt + (ky * k + kx) * C;
-                        for (int c = 0; c < C; c++) d[c] += wk[c] * g[c];
-                    }
-                }
-            }
-        }
-    }
-    if (!dw && !db) return;
-    /* fixed row chunks with their own partial sums, added in order: deterministic for any thread count */
+    spread_weights(wt, w, NULL, C, Cw, kk);
+    /* fixed row chunks with their own partial sums, added in order: deterministic for any thread
+     * count; each row's dx is written by its chunk alone */
     int64_t per = (rows + DW_CHUNKS - 1) / DW_CHUNKS;
     size_t stride = (size_t)(kk + 1) * C;
     memset(partial, 0, sizeof(float) * DW_CHUNKS * stride);
@@ -159,25 +202,14 @@ void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const
     for (int ch = 0; ch < DW_CHUNKS; ch++) {
         float *pw = partial + ch * stride, *pb = pw + (size_t)kk * C;
         int64_t lo = ch * per, hi = lo + per < rows ? lo + per : rows;
-        for (int64_t row = lo; row < hi; row++) {
-            int bi = (int)(row / H), y = (int)(row % H);
-            for (int xx = 0; xx < W; xx++) {
-                const float *g = dout + (row * W + xx) * C;
-                for (int c = 0; c < C; c++) pb[c] += g[c];
-                for (int ky = 0; ky < k; ky++) {
-                    int iy = y + ky - r;
-                    if (iy < 0 || iy >= H) continue;
-                    for (int kx = 0; kx < k; kx++) {
-                        int ix = xx + kx - r;
-                        if (ix < 0 || ix >= W) continue;
-                        const float *src = x + (((int64_t)bi * H + iy) * W + ix) * xC;
-                        float *acc = pw + (ky * k + kx) * C;
-                        for (int c = 0; c < C; c++) acc[c] += g[c] * src[c];
-                    }
-                }
+        for (int64_t row = lo; row < hi; row++)
+            for (int c = 0; c < C; c += 16) {
+                int n = C - c < 16 ? C - c : 16;
+                if (k == 3) dw_backward_row(dx, pw, pb, dout, x, xC, wt, H, W, C, 3, row, c, n);
+                else dw_backward_row(dx, pw, pb, dout, x, xC, wt, H, W, C, k, row, c, n);
             }
-        }
     }
+    if (!dw && !db) return;
     for (int ch = 0; ch < DW_CHUNKS; ch++) {
         const float *pw = partial + ch * stride, *pb = pw + (size_t)kk * C;
         for (int c = 0; c < C; c++) {

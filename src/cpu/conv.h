@@ -22,8 +22,10 @@ void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const f
  * contiguous, then the bias) */
 void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const float *b,
                       const float *base, int B, int H, int W, int C, int Cw, int k, float *wt);
-/* partial: scratch of DW_CHUNKS * (k*k + 1) * C floats for the deterministic dw/db reduction */
+/* k odd and at most DW_MAX_K; partial: scratch of DW_CHUNKS * (k*k + 1) * C floats for the
+ * deterministic dw/db reduction */
 #define DW_CHUNKS 16
+#define DW_MAX_K 7
 void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x, int xC,
                        const float *w, int B, int H, int W, int C, int Cw, int k, float *wt,
                        float *partial);

@@ -57,9 +57,9 @@ static tensor *dwconv2d_add(tensor *x, int c0, int channels, tensor *w, tensor *
     CHECK(x->ndim == 4 && c0 >= 0 && channels >= 1 && c0 + channels <= x->shape[3],
           "dwconv2d: channels %d..%d of input %s (B, H, W, C)", c0, c0 + channels, SHAPE_STR(x));
     CHECK(w->ndim == 4 && w->shape[0] > 0 && channels % w->shape[0] == 0 && w->shape[1] == 1 &&
-              w->shape[2] == w->shape[3] && w->shape[2] % 2 == 1,
-          "dwconv2d: weight %s must be (C or a divisor of C, 1, k, k) with k odd for %d channels of "
-          "input %s", SHAPE_STR(w), channels, SHAPE_STR(x));
+              w->shape[2] == w->shape[3] && w->shape[2] % 2 == 1 && w->shape[2] <= DW_MAX_K,
+          "dwconv2d: weight %s must be (C or a divisor of C, 1, k, k) with k odd and at most %d "
+          "for %d channels of input %s", SHAPE_STR(w), DW_MAX_K, channels, SHAPE_STR(x));
     CHECK(!b || b->numel == w->shape[0], "dwconv2d: bias %s for %d kernels", SHAPE_STR(b), w->shape[0]);
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], k = w->shape[2];
     CHECK(!base || base->numel == (int64_t)B * H * W * channels, "dwconv2d: base %s for %d channels of input %s",
