@@ -881,6 +881,7 @@ static void check_attention_tiles(bool amx) {
         {2, 131, 49, 2, 48, 1, 0.144f, NULL, NULL}, /* tokens over agents, three blocks */
         {1, 45, 33, 1, 32, 1, 0.177f, NULL, NULL},  /* one pair: the backward on gemm_bf16 */
         {2, 20, 33, 2, 32, 1, 0.177f, NULL, far},   /* the rows' maxima not the keys' padding */
+        {2, 40, 9, 2, 32, 1, 0.177f, NULL, NULL},   /* tokens over 9 agents: half a word tile */
     };
     const char *kernel = amx ? "amx" : "vdpbf16ps";
     for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
