@@ -702,12 +702,12 @@ TEST(bf16_every_registered_model_follows_fp32) {
             tensor *y = model_forward(m, x, &fo);
             memcpy(logits[p], y->data, sizeof(logits[p]));
             tape_backward(op_cross_entropy_labels(y, (int[]){1, 3}, 0.1f));
-            grads[p] = malloc(sizeof(float) * m->ps.numel);
-            memcpy(grads[p], m->ps.grad, sizeof(float) * m->ps.numel);
+            grads[p] = malloc(sizeof(float) * m->ps.span);
+            memcpy(grads[p], m->ps.grad, sizeof(float) * m->ps.span);
             tape_reset();
         }
         vitc_set_precision(PRECISION_FP32, NULL);
-        double el = norm_rel_diff(logits[1], logits[0], 10), eg = norm_rel_diff(grads[1], grads[0], m->ps.numel);
+        double el = norm_rel_diff(logits[1], logits[0], 10), eg = norm_rel_diff(grads[1], grads[0], m->ps.span);
         free(grads[0]);
         free(grads[1]);
         model_free(m);

@@ -32,13 +32,16 @@ TEST(adamw_matches_torch_formula) {
     adamw o;
     adamw_init(&o, &ps, 0.1, 0.9, 0.999, 1e-8);
     double p[6] = {0.5, -0.25, 1.0, 2.0, 0.1, -0.1}, m[6] = {0}, v[6] = {0};
-    for (int i = 0; i < 6; i++) ps.data[i] = (float)p[i];
+    /* element i of the weight (i < 4), then of the bias */
+#define DATA(i) ((i) < 4 ? &w->data[i] : &b->data[(i) - 4])
+#define GRAD(i) ((i) < 4 ? &w->grad[i] : &b->grad[(i) - 4])
+    for (int i = 0; i < 6; i++) *DATA(i) = (float)p[i];
     for (int step = 1; step <= 3; step++) {
-        for (int i = 0; i < 6; i++) ps.grad[i] = (float)(0.1 * (i + 1) * (step % 2 ? 1 : -1));
+        for (int i = 0; i < 6; i++) *GRAD(i) = (float)(0.1 * (i + 1) * (step % 2 ? 1 : -1));
         adamw_step(&o, &ps, 0.01);
         /* torch.optim.AdamW reference in double */
         for (int i = 0; i < 6; i++) {
-            double g = ps.grad[i], wd = i < 4 ? 0.1 : 0.0; /* the bias is not decayed */
+            double g = *GRAD(i), wd = i < 4 ? 0.1 : 0.0; /* the bias is not decayed */
             p[i] *= 1 - 0.01 * wd;
             m[i] = 0.9 * m[i] + 0.1 * g;
             v[i] = 0.999 * v[i] + 0.001 * g * g;
@@ -46,8 +49,19 @@ TEST(adamw_matches_torch_formula) {
             p[i] -= 0.01 / bc1 * m[i] / (sqrt(v[i]) / sqrt(bc2) + 1e-8);
         }
     }
-    for (int i = 0; i < 6; i++) EXPECT(fabs(ps.data[i] - p[i]) < 1e-6, "param %d: %g vs %g", i, ps.data[i], p[i]);
-    EXPECT(w->data == ps.data && b->data == ps.data + 4, "layout");
+    for (int i = 0; i < 6; i++) EXPECT(fabs(*DATA(i) - p[i]) < 1e-6, "param %d: %g vs %g", i, *DATA(i), p[i]);
+#undef DATA
+#undef GRAD
+    /* each parameter from a cache line, the floats between them zero and left so by the steps */
+    EXPECT(w->data == ps.data && b->data == ps.data + 16 && ps.span == 32 && ps.numel == 6,
+           "layout: bias at %td, span %lld, numel %lld", b->data - ps.data, (long long)ps.span,
+           (long long)ps.numel);
+    bool on_lines = (uintptr_t)ps.data % 64 == 0 && (uintptr_t)ps.grad % 64 == 0;
+    EXPECT(on_lines, "blocks at %p and %p", (void *)ps.data, (void *)ps.grad);
+    for (int64_t i = 0; i < ps.span; i++)
+        if ((i >= 4 && i < 16) || i >= 18)
+            EXPECT(ps.data[i] == 0 && o.m[i] == 0 && o.v[i] == 0, "float %lld between the parameters: %g",
+                   (long long)i, ps.data[i]);
     adamw_free(&o);
     params_free(&ps);
 }
@@ -81,10 +95,11 @@ TEST(clip_grad_norm_and_ema) {
     clip_grad_norm(&ps, 10.0);
     EXPECT(ps.grad[0] == 3, "no clipping below the threshold");
     for (int i = 0; i < 4; i++) ps.data[i] = 1.0f;
-    float ema[4] = {0, 0, 0, 0};
+    float *ema = calloc((size_t)ps.span, sizeof(float)); /* a flat block: span floats */
     ema_update(ema, &ps, 0.9);
     ema_update(ema, &ps, 0.9);
     EXPECT(fabsf(ema[0] - 0.19f) < 1e-6f, "ema %g", ema[0]);
+    free(ema);
     params_free(&ps);
 }
 

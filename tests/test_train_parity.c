@@ -44,8 +44,8 @@ TEST(training_matches_pytorch_for_20_steps) {
                          (int64_t)meta_num(&f, "warmup_steps"), steps};
     adamw opt;
     adamw_init(&opt, &m->ps, meta_num(&f, "weight_decay"), 0.9, 0.999, 1e-8);
-    float *ema = malloc(sizeof(float) * (size_t)m->ps.numel);
-    memcpy(ema, m->ps.data, sizeof(float) * (size_t)m->ps.numel);
+    float *ema = malloc(sizeof(float) * (size_t)m->ps.span);
+    memcpy(ema, m->ps.data, sizeof(float) * (size_t)m->ps.span);
     const st_entry *ie = st_find(&f, "images"), *le = st_find(&f, "labels"), *loss_e = st_find(&f, "losses");
     float *images = malloc(ie->nbytes), *labels_f = malloc(le->nbytes), *ref_loss = malloc(loss_e->nbytes);
     st_to_f32(ie, images);

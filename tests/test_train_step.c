@@ -25,7 +25,7 @@ static void tiny_net_init(tiny_net *net, rng *r) {
     net->head_w = PARAM(ps, "head.weight", 10, 24);
     net->head_b = PARAM(ps, "head.bias", 10);
     params_finalize(ps);
-    for (int64_t i = 0; i < ps->numel; i++) ps->data[i] = 0.2f * rng_normal(r);
+    for (int64_t i = 0; i < ps->span; i++) ps->data[i] = 0.2f * rng_normal(r);
     for (int i = 0; i < 12; i++) net->ln_w->data[i] = 1.0f;
 }
 
@@ -45,7 +45,7 @@ static float tiny_net_step(tiny_net *net, const tensor *images, const int *label
     params_zero_grad(&net->ps);
     tape_backward(loss);
     float value = loss->data[0];
-    for (int64_t i = 0; i < net->ps.numel; i++) net->ps.data[i] -= 0.05f * net->ps.grad[i];
+    for (int64_t i = 0; i < net->ps.span; i++) net->ps.data[i] -= 0.05f * net->ps.grad[i];
     tape_reset();
     arena_reset(&vitc_arena);
     return value;

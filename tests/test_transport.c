@@ -79,7 +79,7 @@ TEST(transport_loss_equals_the_hand_computation) {
     model *m = tiny_sit(4, 0.1);
     rng r;
     rng_seed(&r, 9, RNG_TEST);
-    for (int64_t i = 0; i < m->ps.numel; i++) m->ps.data[i] += 0.05f * rng_normal(&r); /* v != 0 */
+    for (int64_t i = 0; i < m->ps.span; i++) m->ps.data[i] += 0.05f * rng_normal(&r); /* v != 0 */
     enum { B = 2 };
     int S = m->cfg.img_size, C = m->cfg.in_chans, y[B] = {1, 10};
     int64_t per = (int64_t)S * S * C;

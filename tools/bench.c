@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
     }
     batch /= ranks;
     grad_sync *sync = ranks > 1 && train ? grad_sync_create(&m->ps) : NULL;
-    float *alone = sync ? malloc(sizeof(float) * (size_t)m->ps.numel) : NULL;
+    float *alone = sync ? malloc(sizeof(float) * (size_t)m->ps.span) : NULL;
     double *wait = calloc((size_t)iters, sizeof(double)), *comm = calloc((size_t)iters, sizeof(double));
     adamw opt = {0}; /* (inference has no optimizer state: eval allocates none) */
     if (train) adamw_init(&opt, &m->ps, 0.05, 0.9, 0.999, 1e-8);
@@ -215,11 +215,11 @@ int main(int argc, char **argv) {
         if (it >= 0) t[it] = now() - t0;
         if (sync) { /* the allreduce of the whole block again, alone: what the overlap hid of it */
             double waited = grad_sync_wait_seconds(sync);
-            const float *grad = params_read(&m->ps, alone, m->ps.grad, m->ps.numel);
-            if (grad != alone) memcpy(alone, grad, sizeof(float) * (size_t)m->ps.numel);
+            const float *grad = params_read(&m->ps, alone, m->ps.grad, m->ps.span);
+            if (grad != alone) memcpy(alone, grad, sizeof(float) * (size_t)m->ps.span);
             dist_barrier();
             double c0 = now();
-            dist_reducer *whole = dist_reducer_create(alone, m->ps.numel, grad_sync_bucket_bytes(&m->ps));
+            dist_reducer *whole = dist_reducer_create(alone, m->ps.span, grad_sync_bucket_bytes(&m->ps));
             dist_reducer_finish(whole, 1.0f);
             dist_reducer_free(whole);
             if (it >= 0) wait[it] = waited, comm[it] = now() - c0;
@@ -246,7 +246,7 @@ int main(int argc, char **argv) {
         if (train) printf(", \"kept_mib\": %.1f", kept_bytes / (1 << 20));
         if (sync)
             printf(", \"grad_bytes\": %lld, \"allreduce_wait_s\": %.6f, \"allreduce_alone_s\": %.6f",
-                   (long long)m->ps.numel * 4, wait[iters / 2], comm[iters / 2]);
+                   (long long)m->ps.span * 4, wait[iters / 2], comm[iters / 2]);
     }
     if (sgemm && dist_rank() == 0) {
         int n = iters * SGEMM_CALLS_PER_STEP;

@@ -46,37 +46,44 @@ tensor *params_add(param_store *ps, const char *name, int ndim, const int *shape
     return t;
 }
 
-/* points every parameter into the blocks, in declaration order */
+#define LINE_FLOATS 16
+
+static int64_t on_line(int64_t floats) { return (floats + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS; }
+
+/* points every parameter into the blocks, in declaration order, each from a line */
 static void rebase(param_store *ps) {
     int64_t off = 0;
     for (int i = 0; i < ps->n; i++) {
         ps->params[i]->data = ps->data + off;
         ps->params[i]->grad = ps->grad + off;
         ps->params[i]->dev = ps->mem->dev;
-        off += ps->params[i]->numel;
+        off += on_line(ps->params[i]->numel);
     }
 }
 
 void params_finalize(param_store *ps) {
     CHECK(!ps->data, "param store finalized twice");
-    ps->data = xcalloc((size_t)ps->numel, sizeof(float));
-    ps->grad = xcalloc((size_t)ps->numel, sizeof(float));
+    ps->span = 0;
+    for (int i = 0; i < ps->n; i++) ps->span += on_line(ps->params[i]->numel);
+    size_t bytes = sizeof(float) * (size_t)ps->span;
+    ps->data = ps->mem->alloc(bytes), ps->grad = ps->mem->alloc(bytes); /* on lines */
+    ps->mem->zero(ps->data, bytes), ps->mem->zero(ps->grad, bytes);
     rebase(ps);
 }
 
-void params_zero_grad(param_store *ps) { ps->mem->zero(ps->grad, (size_t)ps->numel * sizeof(float)); }
+void params_zero_grad(param_store *ps) { ps->mem->zero(ps->grad, (size_t)ps->span * sizeof(float)); }
 
 void params_to_device(param_store *ps) {
     const memory_ops *to = vitc_memory();
     CHECK(ps->data, "params_to_device before params_finalize");
     if (to == ps->mem) return;
     CHECK(ps->mem == &host_memory, "parameters on %s cannot move to %s", ps->mem->name, to->name);
-    size_t bytes = sizeof(float) * (size_t)ps->numel;
+    size_t bytes = sizeof(float) * (size_t)ps->span;
     float *data = to->alloc(bytes), *grad = to->alloc(bytes);
     to->from_host(data, ps->data, bytes);
     to->zero(grad, bytes);
-    free(ps->data);
-    free(ps->grad);
+    ps->mem->free(ps->data);
+    ps->mem->free(ps->grad);
     ps->data = data, ps->grad = grad, ps->mem = to;
     rebase(ps);
 }

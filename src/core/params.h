@@ -1,6 +1,6 @@
 /* Parameter registry: every parameter of a model, by its official PyTorch state_dict name, in one
- * flat data block and one flat gradient block (so the optimizer and EMA are flat loops and a
- * checkpoint is a few writes). Declare all parameters, then params_finalize allocates the blocks on
+ * flat data block and one flat gradient block (so the optimizer and EMA are flat loops over `span`
+ * floats and a checkpoint is a few writes). Declare all parameters, then params_finalize allocates the blocks on
  * the host, where they are initialised; params_to_device moves them once to the selected device. */
 #pragma once
 #include <stddef.h>
@@ -26,7 +26,10 @@ typedef struct param_store {
     tensor **params; /* in declaration (= state_dict) order */
     param_init *inits;
     int n, cap;
-    int64_t numel;   /* total floats */
+    int64_t numel;   /* the parameters' floats: the model's parameter count */
+    /* floats in each flat block: every parameter starts on a 64-byte line, zeros between (a weight
+     * gradient that straddled lines sent AMX's tile loads and stores across two lines a row) */
+    int64_t span;
     float *data;     /* flat blocks, NULL until finalized */
     float *grad;
     const struct memory_ops *mem; /* where data and grad live (core/memory.h): host_memory until moved */

@@ -22,8 +22,8 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
     const float *stored[4] = {ps->data, opt ? opt->m : NULL, opt ? opt->v : NULL, ema}, *blocks[4];
     float *staged[4] = {0};
     for (int b = 0; b < 4; b++) {
-        if (ps->mem != &host_memory && stored[b]) staged[b] = xmalloc(sizeof(float) * (size_t)ps->numel);
-        blocks[b] = stored[b] ? params_read(ps, staged[b], stored[b], ps->numel) : NULL;
+        if (ps->mem != &host_memory && stored[b]) staged[b] = xmalloc(sizeof(float) * (size_t)ps->span);
+        blocks[b] = stored[b] ? params_read(ps, staged[b], stored[b], ps->span) : NULL;
     }
     st_writer w;
     st_writer_init(&w);
@@ -82,7 +82,7 @@ bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err
 static bool load_block(const st_file *f, const char *path, const model *m, const char *prefix,
                        float *block, char *err, size_t err_len) {
     const param_store *ps = &m->ps;
-    float *host = ps->mem == &host_memory ? block : xmalloc(sizeof(float) * (size_t)ps->numel);
+    float *host = ps->mem == &host_memory ? block : xcalloc((size_t)ps->span, sizeof(float));
     bool ok = true;
     for (int i = 0; ok && i < ps->n; i++) {
         const tensor *p = ps->params[i];
@@ -94,7 +94,7 @@ static bool load_block(const st_file *f, const char *path, const model *m, const
             ok = false;
         }
     }
-    if (ok) params_write(ps, block, host, ps->numel);
+    if (ok) params_write(ps, block, host, ps->span);
     if (host != block) free(host);
     return ok;
 }

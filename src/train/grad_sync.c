@@ -18,14 +18,14 @@ struct grad_sync {
 };
 
 size_t grad_sync_bucket_bytes(const param_store *ps) {
-    size_t eighth = sizeof(float) * (size_t)ps->numel / 8, most = 25u << 20, least = 1u << 20;
+    size_t eighth = sizeof(float) * (size_t)ps->span / 8, most = 25u << 20, least = 1u << 20;
     return eighth > most ? most : eighth < least ? least : eighth;
 }
 
 grad_sync *grad_sync_create(param_store *ps) {
     grad_sync *g = xcalloc(1, sizeof(*g));
     g->ps = ps;
-    g->reducer = dist_reducer_create(ps->grad, ps->numel, grad_sync_bucket_bytes(ps));
+    g->reducer = dist_reducer_create(ps->grad, ps->span, grad_sync_bucket_bytes(ps));
     g->first_use = xmalloc(sizeof(int) * (size_t)(ps->n + 1));
     g->suffix_min = xmalloc(sizeof(int) * (size_t)(ps->n + 1));
     return g;
@@ -41,7 +41,7 @@ void grad_sync_free(grad_sync *g) {
 
 /* the parameter whose gradient holds the float at p, or -1 (parameters are in block order) */
 static int param_of(const param_store *ps, const float *p) {
-    if (p < ps->grad || p >= ps->grad + ps->numel) return -1;
+    if (p < ps->grad || p >= ps->grad + ps->span) return -1;
     int lo = 0, hi = ps->n - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
@@ -52,7 +52,7 @@ static int param_of(const param_store *ps, const float *p) {
 }
 
 static int64_t offset_of(const grad_sync *g, int p) {
-    return p < g->ps->n ? g->ps->params[p]->grad - g->ps->grad : g->ps->numel;
+    return p < g->ps->n ? g->ps->params[p]->grad - g->ps->grad : g->ps->span;
 }
 
 static void after_node(int node, void *ctx) {

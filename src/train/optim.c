@@ -25,11 +25,11 @@ void adamw_init(adamw *o, const param_store *ps, double weight_decay, double bet
                 double eps) {
     memset(o, 0, sizeof(*o));
     const memory_ops *mem = o->mem = ps->mem; /* beside the parameters */
-    size_t bytes = sizeof(float) * (size_t)ps->numel;
-    o->numel = ps->numel;
+    size_t bytes = sizeof(float) * (size_t)ps->span;
+    o->numel = ps->span;
     o->m = mem->alloc(bytes), o->v = mem->alloc(bytes), o->decay = mem->alloc(bytes);
     mem->zero(o->m, bytes), mem->zero(o->v, bytes);
-    float *decay = xmalloc(bytes);
+    float *decay = xcalloc(1, bytes); /* 0 between the parameters */
     for (int i = 0; i < ps->n; i++) {
         const tensor *p = ps->params[i];
         float d = param_decays(p) ? 1.0f : 0.0f;
@@ -56,14 +56,14 @@ void adamw_step(adamw *o, param_store *ps, double lr) {
 }
 
 double clip_grad_norm(param_store *ps, double max_norm) {
-    double norm = sqrt(kernels->sum_squares(ps->grad, ps->numel));
+    double norm = sqrt(kernels->sum_squares(ps->grad, ps->span));
     double coef = max_norm / (norm + 1e-6); /* as torch: clip only when coef < 1 */
-    if (max_norm > 0 && coef < 1.0) kernels->scale_floats(ps->grad, ps->numel, (float)coef);
+    if (max_norm > 0 && coef < 1.0) kernels->scale_floats(ps->grad, ps->span, (float)coef);
     return norm;
 }
 
 void ema_update(float *ema, const param_store *ps, double decay) {
-    kernels->ema_update_flat(ema, ps->data, ps->numel, decay);
+    kernels->ema_update_flat(ema, ps->data, ps->span, decay);
 }
 
 double lr_at(const lr_schedule *s, int64_t t) {

@@ -387,15 +387,15 @@ static bool open_run_dir(run *r, bool resumed) {
 static void share_start(run *r) {
     if (dist_size() == 1) return;
     const param_store *ps = &r->m->ps;
-    size_t bytes = sizeof(float) * (size_t)ps->numel;
+    size_t bytes = sizeof(float) * (size_t)ps->span;
     /* device blocks travel through a host copy */
     float *host = ps->mem == &host_memory ? NULL : xmalloc(bytes);
     float *blocks[4] = {ps->data, r->opt.m, r->opt.v, r->ema};
     for (int i = 0; i < 4; i++) {
         if (!blocks[i]) continue;
-        float *staged = (float *)params_read(ps, host, blocks[i], ps->numel);
+        float *staged = (float *)params_read(ps, host, blocks[i], ps->span);
         dist_broadcast(staged, bytes, 0);
-        params_write(ps, blocks[i], staged, ps->numel);
+        params_write(ps, blocks[i], staged, ps->span);
     }
     free(host);
     dist_broadcast(&r->opt.step, sizeof(r->opt.step), 0);
@@ -428,7 +428,7 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
     if (!open_datasets(r)) return false;
     r->m = model_create(&r->mc, t->seed);
     adamw_init(&r->opt, &r->m->ps, t->weight_decay, t->beta1, t->beta2, t->eps);
-    size_t param_bytes = sizeof(float) * (size_t)r->m->ps.numel;
+    size_t param_bytes = sizeof(float) * (size_t)r->m->ps.span;
     const memory_ops *mem = r->m->ps.mem;
     if (t->ema) {
         r->ema = mem->alloc(param_bytes);
@@ -570,7 +570,7 @@ static bool train_step(run *r, int epoch) {
         tape_reset();
         const arena *data = vitc_data_arena();
         r->mem = vitc_arena.peak + (data != &vitc_arena ? data->peak : 0) +
-                 (size_t)r->m->ps.numel * 4 * (t->ema ? 5 : 4);
+                 (size_t)r->m->ps.span * 4 * (t->ema ? 5 : 4);
         arena_reset(&vitc_arena);
         r->step_reduced[micro] = lv;
         r->st.epoch_batches++;
@@ -667,7 +667,7 @@ static void evaluate_run(run *r, eval_result *raw, eval_result *ev_ema) {
     if (!r->val_l) return;
     *raw = evaluate_one(r);
     if (!r->ema) return;
-    size_t bytes = sizeof(float) * (size_t)r->m->ps.numel;
+    size_t bytes = sizeof(float) * (size_t)r->m->ps.span;
     const memory_ops *mem = r->m->ps.mem;
     float *keep = mem->alloc(bytes);
     mem->copy(keep, r->m->ps.data, bytes);

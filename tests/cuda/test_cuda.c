@@ -291,7 +291,7 @@ TEST(cuda_kernel_adamw) {
     PARAM(&ps, "fc.weight", 37, 197);
     PARAM(&ps, "fc.bias", 197);
     params_finalize(&ps);
-    const size_t n = (size_t)ps.numel;
+    const size_t n = (size_t)ps.span;
     for (size_t i = 0; i < n; i++) ps.data[i] = rng_normal(&R);
     adamw o;
     adamw_init(&o, &ps, 0.05, 0.9, 0.999, 1e-8);

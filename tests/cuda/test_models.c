@@ -26,7 +26,7 @@ typedef struct model_run {
  * seed; SiT reads a time and a label per sample */
 static model_run run_model(const model_config *mc, const float *w, const float *x, int B, const float *seed) {
     model *m = model_create(mc, 1);
-    params_write(&m->ps, m->ps.data, w, m->ps.numel);
+    params_write(&m->ps, m->ps.data, w, m->ps.span);
     float t[8];
     int y[8];
     for (int b = 0; b < B; b++) t[b] = 0.3f + 0.2f * (float)b, y[b] = b % mc->num_classes;
@@ -36,12 +36,12 @@ static model_run run_model(const model_config *mc, const float *w, const float *
     tape_set_grad_enabled(true);
     params_zero_grad(&m->ps);
     tensor *out = model_forward(m, in, &fo);
-    model_run r = {xmalloc(sizeof(float) * (size_t)out->numel), xmalloc(sizeof(float) * (size_t)m->ps.numel),
+    model_run r = {xmalloc(sizeof(float) * (size_t)out->numel), xmalloc(sizeof(float) * (size_t)m->ps.span),
                    out->numel};
     vitc_memory()->to_host(r.out, out->data, sizeof(float) * (size_t)out->numel);
     tape_backward_from(out, seed);
-    const float *g = params_read(&m->ps, r.grad, m->ps.grad, m->ps.numel);
-    if (g != r.grad) memcpy(r.grad, g, sizeof(float) * (size_t)m->ps.numel);
+    const float *g = params_read(&m->ps, r.grad, m->ps.grad, m->ps.span);
+    if (g != r.grad) memcpy(r.grad, g, sizeof(float) * (size_t)m->ps.span);
     tape_reset();
     arena_reset(&vitc_arena);
     model_free(m);
@@ -63,8 +63,8 @@ static double compare_model(const char *path) {
     rng r;
     rng_seed(&r, 7, RNG_TEST);
     /* off the zero inits (SiT's adaLN-Zero gates pass no gradient to most parameters) */
-    float *w = xmalloc(sizeof(float) * (size_t)m->ps.numel);
-    for (int64_t j = 0; j < m->ps.numel; j++) w[j] = m->ps.data[j] + 0.1f * rng_normal(&r);
+    float *w = xmalloc(sizeof(float) * (size_t)m->ps.span);
+    for (int64_t j = 0; j < m->ps.span; j++) w[j] = m->ps.data[j] + 0.1f * rng_normal(&r);
     int64_t n_in = (int64_t)B * mc.img_size * mc.img_size * mc.in_chans;
     float *x = xmalloc(sizeof(float) * (size_t)n_in);
     for (int64_t j = 0; j < n_in; j++) x[j] = rng_normal(&r);

@@ -143,10 +143,10 @@ TEST(cuda_sampler_follows_the_cpu) {
         select_device(d ? "cuda" : "cpu");
         model *m = model_create(&mc, 5);
         if (!w) { /* off adaLN-Zero's init, whose velocity is 0 */
-            w = xmalloc(sizeof(float) * (size_t)m->ps.numel);
-            for (int64_t j = 0; j < m->ps.numel; j++) w[j] = m->ps.data[j] + 0.1f * rng_normal(&r);
+            w = xmalloc(sizeof(float) * (size_t)m->ps.span);
+            for (int64_t j = 0; j < m->ps.span; j++) w[j] = m->ps.data[j] + 0.1f * rng_normal(&r);
         }
-        params_write(&m->ps, m->ps.data, w, m->ps.numel);
+        params_write(&m->ps, m->ps.data, w, m->ps.span);
         for (int k = 0; k < 2; k++) {
             sampler_opts so = sampler_defaults(k ? SAMPLER_SDE : SAMPLER_ODE);
             so.steps = 3;
