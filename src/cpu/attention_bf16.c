@@ -35,7 +35,9 @@ static size_t lines(size_t words) { return (words + 15) & ~(size_t)15; }
 /* The forward's P v runs over the keys in whole tiles of 16 words: the probabilities' rows and
  * v's row pairs are zero-padded to them. Cut short (Agent attention's 9 and 16 agents), each tile
  * went through a buffer whose stores its load waited for (Agent-Swin's first two stages: 1.1x
- * faster forward; the backward's dS k, padded the same way, ran no faster). */
+ * faster forward; the backward's dS k, padded the same way, ran no faster). The backward's dS
+ * takes the same row stride, so that its rows start on cache lines (a tile row across two lines
+ * costs both). */
 static size_t pv_words(size_t mp) { return padded16((int)(mp / 2)); }
 
 /* zeros in words [mp / 2, pv) of ATTN_BLOCK_ROWS rows of pv words: the probabilities' padding */
@@ -53,7 +55,7 @@ size_t attention_bf16_thread_floats(const attn_dims *a, bool backward) {
      * words; a transposed block (Pᵀ or dSᵀ in row pairs), a block's row pairs (dout or q); dk's
      * and dv's sums and a block's dq, in floats, until they are delivered */
     return 3 * lines(d / 2 * mp) + 2 * lines(rows * mp) + 2 * lines(rows * d / 2) +
-           lines(rows * mp / 2) + lines(mp * rows / 2) + lines(rows / 2 * d) +
+           lines(rows * pv) + lines(mp * rows / 2) + lines(rows / 2 * d) +
            2 * lines(mp * d) + lines(rows * d);
 }
 
@@ -331,8 +333,8 @@ BF16_TARGET static void probs_rows(float *P, const float *lse, const row_terms *
 
 /* the softmax's gradient: dS = P ⊙ (dP - rowsum(dP ⊙ P)) in place of dP (rows of mp), added into
  * dbias_h's rows (of m) when given and rounded into sw (rows of mp / 2 words) when given */
-BF16_TARGET static void softmax_grad_rows(float *dP, uint32_t *sw, float *dbias_h, const float *P,
-                                          int rows, int m, size_t mp) {
+BF16_TARGET static void softmax_grad_rows(float *dP, uint32_t *sw, size_t lds, float *dbias_h,
+                                          const float *P, int rows, int m, size_t mp) {
     int nv = (int)(mp / 16);
     for (int r = 0; r < rows; r++) {
         __m512_u *g = (__m512_u *)(dP + r * mp);
@@ -347,7 +349,7 @@ BF16_TARGET static void softmax_grad_rows(float *dP, uint32_t *sw, float *dbias_
             __mmask16 k = lanes(m - 16 * v);
             _mm512_mask_storeu_ps(db, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, db), g[v]));
         }
-        if (sw) round_row(sw + r * mp / 2, g, nv, 1.0f);
+        if (sw) round_row(sw + r * lds, g, nv, 1.0f);
     }
 }
 
@@ -423,12 +425,13 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
     CHECK(cpu_has_avx512_bf16(), "%s", cpu_bf16_error());
     int sq = pair / a->heads, h = pair % a->heads, n = a->n, m = a->m, d = a->d, C = a->heads * d;
     size_t mp = padded16(m), qo = (size_t)sq * n * C + h * d, ko = (size_t)sq * m * C + h * d;
+    size_t pv = pv_words(mp); /* dS's rows of words start on cache lines, as P's in the forward */
     const size_t half = ATTN_BLOCK_ROWS / 2; /* the row pairs of a block */
     float *s = scratch;
     uint32_t *kw = take(&s, d / 2 * mp), *vkw = take(&s, d / 2 * mp), *kpw = take(&s, mp / 2 * d);
     float *P = (float *)take(&s, ATTN_BLOCK_ROWS * mp), *dP = (float *)take(&s, ATTN_BLOCK_ROWS * mp);
     uint32_t *qw = take(&s, ATTN_BLOCK_ROWS * d / 2), *dow = take(&s, ATTN_BLOCK_ROWS * d / 2);
-    uint32_t *sw = take(&s, ATTN_BLOCK_ROWS * mp / 2), *tw = take(&s, mp * half);
+    uint32_t *sw = take(&s, ATTN_BLOCK_ROWS * pv), *tw = take(&s, mp * half);
     uint32_t *cw = take(&s, half * d);
     float *dk_sums = (float *)take(&s, mp * d), *dv_sums = (float *)take(&s, mp * d);
     float *dq_block = (float *)take(&s, ATTN_BLOCK_ROWS * d);
@@ -455,10 +458,10 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
         round_rows(dow, d / 2, dout_block, C, rows, d); /* dP = dout vᵀ, then dS in its place */
         word_product(dP, mp, dow, d / 2, vkw, mp, d / 2, rows, (int)(mp / 16), false,
                      block_rows_pad);
-        softmax_grad_rows(dP, want_dq ? sw : NULL, dbias_h ? dbias_h + (size_t)i0 * m : NULL, P,
-                          rows, m, mp);
+        softmax_grad_rows(dP, want_dq ? sw : NULL, pv, dbias_h ? dbias_h + (size_t)i0 * m : NULL,
+                          P, rows, m, mp);
         if (want_dq) { /* dq = scale dS k */
-            word_product(dq_block, d, sw, mp / 2, kpw, d, (int)(mp / 2), rows, d / 16, false,
+            word_product(dq_block, d, sw, pv, kpw, d, (int)(mp / 2), rows, d / 16, false,
                          block_rows_pad);
             deliver(g->dq, g->dq16, qo + (size_t)i0 * C, C, dq_block, rows, d, a->scale);
         }
