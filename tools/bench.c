@@ -219,7 +219,8 @@ int main(int argc, char **argv) {
             if (grad != alone) memcpy(alone, grad, sizeof(float) * (size_t)m->ps.span);
             dist_barrier();
             double c0 = now();
-            dist_reducer *whole = dist_reducer_create(alone, m->ps.span, grad_sync_bucket_bytes(&m->ps));
+            dist_reducer *whole =
+                dist_reducer_create(alone, m->ps.span, grad_sync_bucket_bytes(&m->ps));
             dist_reducer_finish(whole, 1.0f);
             dist_reducer_free(whole);
             if (it >= 0) wait[it] = waited, comm[it] = now() - c0;

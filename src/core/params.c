@@ -48,7 +48,9 @@ tensor *params_add(param_store *ps, const char *name, int ndim, const int *shape
 
 #define LINE_FLOATS 16
 
-static int64_t on_line(int64_t floats) { return (floats + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS; }
+static int64_t on_line(int64_t floats) {
+    return (floats + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS;
+}
 
 /* points every parameter into the blocks, in declaration order, each from a line */
 static void rebase(param_store *ps) {
@@ -71,7 +73,9 @@ void params_finalize(param_store *ps) {
     rebase(ps);
 }
 
-void params_zero_grad(param_store *ps) { ps->mem->zero(ps->grad, (size_t)ps->span * sizeof(float)); }
+void params_zero_grad(param_store *ps) {
+    ps->mem->zero(ps->grad, (size_t)ps->span * sizeof(float));
+}
 
 void params_to_device(param_store *ps) {
     const memory_ops *to = vitc_memory();

@@ -1,7 +1,8 @@
 /* Parameter registry: every parameter of a model, by its official PyTorch state_dict name, in one
  * flat data block and one flat gradient block (so the optimizer and EMA are flat loops over `span`
- * floats and a checkpoint is a few writes). Declare all parameters, then params_finalize allocates the blocks on
- * the host, where they are initialised; params_to_device moves them once to the selected device. */
+ * floats and a checkpoint is a few writes). Declare all parameters, then params_finalize allocates
+ * the blocks on the host, where they are initialised; params_to_device moves them once to the
+ * selected device. */
 #pragma once
 #include <stddef.h>
 

@@ -22,7 +22,8 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
     const float *stored[4] = {ps->data, opt ? opt->m : NULL, opt ? opt->v : NULL, ema}, *blocks[4];
     float *staged[4] = {0};
     for (int b = 0; b < 4; b++) {
-        if (ps->mem != &host_memory && stored[b]) staged[b] = xmalloc(sizeof(float) * (size_t)ps->span);
+        if (ps->mem != &host_memory && stored[b])
+            staged[b] = xmalloc(sizeof(float) * (size_t)ps->span);
         blocks[b] = stored[b] ? params_read(ps, staged[b], stored[b], ps->span) : NULL;
     }
     st_writer w;
