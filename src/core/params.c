@@ -1,5 +1,6 @@
 #include "params.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "check.h"
@@ -17,7 +18,7 @@ void params_free(param_store *ps) {
     }
     free(ps->params);
     free(ps->inits);
-    if (ps->mem) ps->mem->free(ps->data), ps->mem->free(ps->grad);
+    if (ps->mem) ps->mem->free(ps->allocs[0]), ps->mem->free(ps->allocs[1]);
     memset(ps, 0, sizeof(*ps));
 }
 
@@ -63,13 +64,20 @@ static void rebase(param_store *ps) {
     }
 }
 
+/* `floats` zeros from the first cache line of a calloc'd block (*alloc): its pages stay untouched
+ * until written, so the gradient block of a model that only infers costs no memory */
+static float *zeros_on_line(size_t floats, void **alloc) {
+    char *p = xcalloc(floats + LINE_FLOATS, sizeof(float));
+    *alloc = p;
+    return (float *)(p + (64 - (uintptr_t)p % 64) % 64);
+}
+
 void params_finalize(param_store *ps) {
     CHECK(!ps->data, "param store finalized twice");
     ps->span = 0;
     for (int i = 0; i < ps->n; i++) ps->span += on_line(ps->params[i]->numel);
-    size_t bytes = sizeof(float) * (size_t)ps->span;
-    ps->data = ps->mem->alloc(bytes), ps->grad = ps->mem->alloc(bytes); /* on lines */
-    ps->mem->zero(ps->data, bytes), ps->mem->zero(ps->grad, bytes);
+    ps->data = zeros_on_line((size_t)ps->span, &ps->allocs[0]);
+    ps->grad = zeros_on_line((size_t)ps->span, &ps->allocs[1]);
     rebase(ps);
 }
 
@@ -86,9 +94,9 @@ void params_to_device(param_store *ps) {
     float *data = to->alloc(bytes), *grad = to->alloc(bytes);
     to->from_host(data, ps->data, bytes);
     to->zero(grad, bytes);
-    ps->mem->free(ps->data);
-    ps->mem->free(ps->grad);
-    ps->data = data, ps->grad = grad, ps->mem = to;
+    ps->mem->free(ps->allocs[0]);
+    ps->mem->free(ps->allocs[1]);
+    ps->data = ps->allocs[0] = data, ps->grad = ps->allocs[1] = grad, ps->mem = to;
     rebase(ps);
 }
 

@@ -33,6 +33,7 @@ typedef struct param_store {
     int64_t span;
     float *data;     /* flat blocks, NULL until finalized */
     float *grad;
+    void *allocs[2]; /* the allocations data and grad start in (from their first line, on the host) */
     const struct memory_ops *mem; /* where data and grad live (core/memory.h): host_memory until moved */
 } param_store;
 
