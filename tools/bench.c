@@ -23,7 +23,7 @@
 
 #include "../models/model.h"
 #include "core/arena.h"
-#include "core/check.h"
+#include "core/memory.h"
 #include "core/precision.h"
 #include "core/tape.h"
 #include "core/threads.h"
@@ -50,24 +50,20 @@ typedef struct sgemm_ref {
     float *a, *b, *c;
 } sgemm_ref;
 
-/* n zero floats on a cache line, as the arena places tensors: calloc's large blocks start 16 bytes
- * past a page, and AMX tile stores into C rows that straddle lines ran the bare bf16 GEMM 1.5-2x
- * slower than the same product on the arena's tensors */
-static float *zeros_64(size_t n) {
-    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-    float *p = aligned_alloc(64, bytes);
-    CHECK(p, "bench: out of memory for %zu floats", n);
-    memset(p, 0, bytes);
-    return p;
-}
-
 static bool sgemm_ref_init(sgemm_ref *g, const char *mkn) {
     if (sscanf(mkn, "%d,%d,%d", &g->M, &g->K, &g->N) != 3 || g->M < 1 || g->K < 1 || g->N < 1) {
         fprintf(stderr, "error: --sgemm %s: expected M,K,N\n", mkn);
         return false;
     }
-    g->a = zeros_64((size_t)g->M * g->K), g->b = zeros_64((size_t)g->K * g->N);
-    g->c = zeros_64((size_t)g->M * g->N);
+    /* on cache lines, as the arena places tensors: calloc's large blocks start 16 bytes past a
+     * page, and AMX tile stores into C rows that straddle lines ran the bare bf16 GEMM 1.5-2x
+     * slower than the same product on the arena's tensors */
+    float **blocks[3] = {&g->a, &g->b, &g->c};
+    size_t floats[3] = {(size_t)g->M * g->K, (size_t)g->K * g->N, (size_t)g->M * g->N};
+    for (int i = 0; i < 3; i++) {
+        *blocks[i] = host_memory.alloc(sizeof(float) * floats[i]);
+        host_memory.zero(*blocks[i], sizeof(float) * floats[i]);
+    }
     return true;
 }
 

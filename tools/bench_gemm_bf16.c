@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "core/cpu_features.h"
+#include "core/memory.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "cpu/gemm_bf16.h"
@@ -31,14 +32,6 @@
 #if HAVE_DNNL
 #include <dnnl.h>
 #endif
-
-/* every operand on a cache line, as the arena places tensors: malloc's large blocks start 16 bytes
- * past a page, and AMX tiles whose rows straddle lines ran 1.5-2.5x slower */
-static void *on_lines(size_t bytes) {
-    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    CHECK(p, "bench_gemm_bf16: out of memory for %zu bytes", bytes);
-    return p;
-}
 
 static double now(void) {
     struct timespec ts;
@@ -130,7 +123,8 @@ static void onednn_init(onednn *o, const product *p, dnnl_data_type_t t) {
         return;
     }
     size_t na = (size_t)p->M * p->K, nb = (size_t)p->K * p->N;
-    o->a_bf16 = on_lines(na * sizeof(bf16)), o->b_bf16 = on_lines(nb * sizeof(bf16));
+    o->a_bf16 = host_memory.alloc(na * sizeof(bf16));
+    o->b_bf16 = host_memory.alloc(nb * sizeof(bf16));
     dnnl_check(dnnl_memory_create(&o->a, &a_md, engine, o->a_bf16), "memory");
     dnnl_check(dnnl_memory_create(&o->b, &b_md, engine, o->b_bf16), "memory");
     dnnl_primitive_desc_t pd;
@@ -192,13 +186,15 @@ static void bench(const char *name, const char *pass, bool ta, bool tb, int M, i
     rng r;
     rng_seed(&r, 7, RNG_TEST);
     size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-    float *A = on_lines(na * sizeof(float)), *B = on_lines(nb * sizeof(float)),
-          *C = on_lines(nc * sizeof(float)), *ref = on_lines(nc * sizeof(float));
+    /* every operand on cache lines, as the arena places tensors: malloc's large blocks start 16
+     * bytes past a page, and AMX tiles whose rows straddle lines ran 1.5-2.5x slower */
+    float *A = host_memory.alloc(na * sizeof(float)), *B = host_memory.alloc(nb * sizeof(float)),
+          *C = host_memory.alloc(nc * sizeof(float)), *ref = host_memory.alloc(nc * sizeof(float));
     for (size_t i = 0; i < na; i++) A[i] = 0.1f * rng_normal(&r);
     for (size_t i = 0; i < nb; i++) B[i] = 0.1f * rng_normal(&r);
     int lda = ta ? M : K, ldb = tb ? K : N, threads = vitc_threads();
-    bf16 *ap = on_lines(gemm_bf16_a_size(M, K) * sizeof(bf16)),
-         *bp = on_lines(gemm_bf16_b_size(N, K) * sizeof(bf16));
+    bf16 *ap = host_memory.alloc(gemm_bf16_a_size(M, K) * sizeof(bf16)),
+         *bp = host_memory.alloc(gemm_bf16_b_size(N, K) * sizeof(bf16));
     gemm_bf16_pack_a(ap, ta, M, K, A, lda, threads);
     gemm_bf16_pack_b(bp, tb, N, K, B, ldb, threads);
     bool amx = gemm_bf16_uses_amx();

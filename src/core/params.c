@@ -47,7 +47,8 @@ tensor *params_add(param_store *ps, const char *name, int ndim, const int *shape
     return t;
 }
 
-#define LINE_FLOATS 16
+#define LINE_BYTES 64
+#define LINE_FLOATS (LINE_BYTES / (int)sizeof(float))
 
 static int64_t on_line(int64_t floats) {
     return (floats + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS;
@@ -69,7 +70,7 @@ static void rebase(param_store *ps) {
 static float *zeros_on_line(size_t floats, void **alloc) {
     char *p = xcalloc(floats + LINE_FLOATS, sizeof(float));
     *alloc = p;
-    return (float *)(p + (64 - (uintptr_t)p % 64) % 64);
+    return (float *)(p + (LINE_BYTES - (uintptr_t)p % LINE_BYTES) % LINE_BYTES);
 }
 
 void params_finalize(param_store *ps) {
