@@ -963,7 +963,8 @@ static void capture_qkv_grads(int node, void *ctx) {
  * are those sums of the bf16 values (products exact, sums within fp32 rounding of a double
  * reference), from x in fp32 and from Swin's windows kept in bf16 (two blocks of query rows), for
  * chunks of 48 columns, which the products cannot read as blocks (each chunk widened), and with x
- * read again after the chunks (the chunks' backward adds to the gradient it has). */
+ * read again after the chunks (the chunks' backward adds to the gradient it has; else it writes
+ * it whole, from uninitialised memory: tensor_grad_whole). */
 TEST(bf16_attention_writes_qkv_gradients_that_one_product_takes) {
     SKIP_WITHOUT_BF16();
     rng r;

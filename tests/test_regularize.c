@@ -38,13 +38,15 @@ TEST(dropout_keep_rate_scale_and_grad) {
 typedef struct {
     float p;
     bool gelu, bias;
+    bool h_read_after; /* h's gradient exists when the op's backward runs: it adds to it */
 } residual_ctx;
 
 static tensor *residual_fn(tensor **in, const void *ctx) {
     const residual_ctx *c = ctx;
     rng r;
     rng_seed(&r, 99, RNG_DROPOUT); /* the same mask at every evaluation */
-    return op_residual_linear(in[0], in[1], in[2], c->bias ? in[3] : NULL, c->gelu, c->p, &r);
+    tensor *out = op_residual_linear(in[0], in[1], in[2], c->bias ? in[3] : NULL, c->gelu, c->p, &r);
+    return c->h_read_after ? op_add(out, op_linear(in[1], in[2], NULL)) : out;
 }
 
 TEST(residual_linear_drops_whole_samples_and_grad) {
@@ -55,7 +57,7 @@ TEST(residual_linear_drops_whole_samples_and_grad) {
     tensor *b = RANDN(&r, 1, 4);
     for (int gelu = 0; gelu < 2; gelu++) {
         tensor *branch = op_linear(gelu ? op_gelu(h) : h, w, b);
-        residual_ctx c = {0.25f, gelu, true};
+        residual_ctx c = {0.25f, gelu, true, false};
         tensor *out = residual_fn((tensor *[]){res, h, w, b}, &c);
         long kept = 0;
         bool whole = true;
@@ -72,12 +74,12 @@ TEST(residual_linear_drops_whole_samples_and_grad) {
         tensor *plain = op_residual_linear(res, h, w, b, gelu, 0, NULL), *sum = op_add(res, branch);
         EXPECT(max_rel_diff(plain->data, sum->data, sum->numel) < 1e-5, "gelu %d: p = 0 is res + linear", gelu);
     }
-    for (int t = 0; t < 4; t++) {
-        residual_ctx c = {t < 2 ? 0.4f : 0.0f, t % 2, t != 3};
+    for (int t = 0; t < 6; t++) {
+        residual_ctx c = {t < 2 || t > 3 ? 0.4f : 0.0f, t % 2, t != 3, t > 3};
         tensor *rl = LEAF(&r, 1, 6, 2, 3), *hl = LEAF(&r, 1, 6, 2, 5), *wl = LEAF(&r, 0.5f, 3, 5);
         tensor *bl = LEAF(&r, 1, 3);
         bool ok = c.bias ? GRADCHECK(residual_fn, &c, rl, hl, wl, bl) : GRADCHECK(residual_fn, &c, rl, hl, wl);
-        EXPECT(ok, "p %g, gelu %d, bias %d", c.p, c.gelu, c.bias);
+        EXPECT(ok, "p %g, gelu %d, bias %d, h read after %d", c.p, c.gelu, c.bias, c.h_read_after);
     }
     EXPECT_ERROR(op_residual_linear(res, RANDN(&r, 1, B, 4, 5), w, b, false, 0, NULL),
                  "residual (400, 3, 4), input (400, 4, 5), weight (4, 5) do not match");

@@ -112,3 +112,42 @@ TEST(reshape_shares_data_and_grad) {
     EXPECT(GRADCHECK(reshape_fn, NULL, x), "reshape");
     EXPECT_ERROR(RESHAPE(x, 4, 26), "reshape: (3, 5, 7) has 105 elements, the new shape 104");
 }
+
+/* whether the view's gradient is its input's buffer once the view's reader has run */
+typedef struct {
+    tensor *view, *input;
+    int reader;
+    bool shared;
+} view_grads;
+
+static void note_sharing(int node, void *ctx) {
+    view_grads *v = ctx;
+    if (node == v->reader) v->shared = v->view->grad && v->view->grad == v->input->grad;
+}
+
+/* A view whose input has a gradient already adds into that one (no buffer of its own to zero and
+ * add back); one whose input has none yet gets its own, which its reshape hands over. x is read
+ * by the view and by x * 3, before or after it (the backward runs the later reader first). */
+TEST(reshape_view_takes_its_inputs_gradient) {
+    rng r;
+    rng_seed(&r, 36, RNG_TEST);
+    for (int x_read_later = 0; x_read_later < 2; x_read_later++) {
+        tensor *x = LEAF(&r, 1, 3, 5, 7), *b = x_read_later ? NULL : op_scale(x, 3.0f);
+        view_grads v = {RESHAPE(x, 7, 15), x, 0, false};
+        v.reader = tape_size(); /* the next node: the view's reader */
+        tensor *a = RESHAPE(op_scale(v.view, 2.0f), 3, 5, 7);
+        if (x_read_later) b = op_scale(x, 3.0f);
+        tensor *y = op_add(a, b);
+        float seed[105];
+        for (int i = 0; i < 105; i++) seed[i] = 1.0f;
+        tape_set_backward_hook(note_sharing, &v);
+        tape_backward_from(y, seed);
+        tape_set_backward_hook(NULL, NULL);
+        int wrong = 0;
+        for (int i = 0; i < 105; i++) wrong += x->grad[i] != 5.0f;
+        EXPECT(wrong == 0, "x read later %d: %d of x's gradients are not 2 + 3", x_read_later, wrong);
+        EXPECT(v.shared == x_read_later, "x read later %d: the view's gradient is x's: %d",
+               x_read_later, v.shared);
+        tape_reset();
+    }
+}

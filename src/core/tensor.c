@@ -84,11 +84,25 @@ tensor *tensor_keep(const arena_mark *m, tensor *x) {
     return t;
 }
 
+/* the input of the reshape that made t, where t's gradient can be that input's; else NULL */
+static const tensor *grad_sharer(const tensor *t) {
+    const tensor *base = t->view_of;
+    return base && base->grad && !base->grad_bf16 ? base : NULL;
+}
+
 float *tensor_grad(tensor *t) {
     CHECK(!t->grad_bf16, "the gradient of %s is kept in bf16: it cannot be read as floats",
           SHAPE_STR(t));
+    if (!t->grad && grad_sharer(t)) t->grad = grad_sharer(t)->grad;
     if (!t->grad) t->grad = arena_calloc_spare(vitc_data_arena(), (size_t)t->numel * sizeof(float));
     return t->grad;
+}
+
+float *tensor_grad_whole(tensor *t, float *beta) {
+    bool fresh = !t->grad && !grad_sharer(t);
+    *beta = fresh ? 0.0f : 1.0f;
+    if (fresh) t->grad = arena_alloc_spare(vitc_data_arena(), (size_t)t->numel * sizeof(float));
+    return tensor_grad(t);
 }
 
 uint16_t *tensor_grad_bf16(tensor *t) {

@@ -20,6 +20,7 @@ typedef struct tensor {
     bool grad_bf16; /* grad holds numel bf16 values (tensor_grad_bf16), not floats */
     int readers;    /* of an activation: the recorded ops that read it */
     int made_by;    /* the op of the recorded node that made it, plus 1 (0: none, a leaf) */
+    struct tensor *view_of; /* a recorded reshape's input: whose gradient the view's may be */
     int64_t numel;
     int ndim;
     int shape[TENSOR_MAX_DIMS];
@@ -55,8 +56,14 @@ tensor *tensor_wrap(float *data, int ndim, const int *shape);
 struct arena_mark;
 tensor *tensor_keep(const struct arena_mark *m, tensor *x);
 
-/* Gradient buffer of t, allocated zeroed in the arena on first use. */
+/* Gradient buffer of t, allocated zeroed in the arena on first use. A reshape's view takes its
+ * input's when that has one already (fp32): its readers add straight into it, where a buffer of its
+ * own cost a pass to zero and one to add it back (pass_grad). */
 float *tensor_grad(tensor *t);
+/* t's gradient for a kernel that writes every value of it as beta times the value plus its own:
+ * where t has none yet (nor a view's input to share), uninitialised memory and beta 0, which
+ * spares zeroing it and reading the zeros back; else tensor_grad's, beta 1. */
+float *tensor_grad_whole(tensor *t, float *beta);
 /* A gradient of t kept in bf16, for t that has none yet: numel values, uninitialised, for a kernel
  * that writes them all. The tape widens it to floats for an op that cannot read it
  * (op_takes_bf16_grad). */

@@ -168,10 +168,11 @@ void linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *
     if (db) column_sums(db, NULL, dout, M, N);
 }
 
-void linear_chunks_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *const *dout,
-                                      int chunks, const float *x, const uint16_t *x16,
-                                      const float *w, int M, int K, int N) {
+void linear_chunks_backward_bf16_grad(float *dx, float dx_beta, float *dw, float *db,
+                                      const uint16_t *const *dout, int chunks, const float *x,
+                                      const uint16_t *x16, const float *w, int M, int K, int N) {
     if (N % 32) { /* blocks gemm_bf16_a16_blocks cannot read: each chunk widened */
+        if (dx && dx_beta == 0.0f) memset(dx, 0, sizeof(float) * M * K);
         float *g = scratch_floats((size_t)M * N);
         for (int i = 0; i < chunks; i++) {
             bf16_load(g, dout[i], (int64_t)M * N);
@@ -185,7 +186,7 @@ void linear_chunks_backward_bf16_grad(float *dx, float *dw, float *db, const uin
     }
     int threads = gemm_threads();
     if (dx)
-        gemm_bf16_a16_blocks(false, M, K, chunks * N, dout, N, w, NULL, K, 1.0f, dx, K, threads);
+        gemm_bf16_a16_blocks(false, M, K, chunks * N, dout, N, w, NULL, K, dx_beta, dx, K, threads);
     if (dw) gemm_bf16_a16_blocks(true, chunks * N, K, M, dout, N, x, x16, K, 1.0f, dw, K, threads);
     if (db)
         for (int i = 0; i < chunks; i++) column_sums(db + i * N, NULL, dout[i], M, N);

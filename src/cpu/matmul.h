@@ -32,11 +32,12 @@ void linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *
                                const float *x, const float *w, int M, int K, int N);
 /* linear_backward for `chunks` layers side by side (w: chunks·N rows; dw, db likewise) from each
  * one's output gradient kept in bf16 (dout[i] (M, N): attention's gradients of q, k and v), the
- * input x in fp32 or bf16 (x16; the other NULL): dx, dw and db are added to, dx and dw each by one
- * product over all chunks */
-void linear_chunks_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *const *dout,
-                                      int chunks, const float *x, const uint16_t *x16,
-                                      const float *w, int M, int K, int N);
+ * input x in fp32 or bf16 (x16; the other NULL): dx = dx_beta dx + the sum over the chunks (dx_beta
+ * 0: dx's values are not read), dw and db are added to; dx and dw each by one product over all
+ * chunks */
+void linear_chunks_backward_bf16_grad(float *dx, float dx_beta, float *dw, float *db,
+                                      const uint16_t *const *dout, int chunks, const float *x,
+                                      const uint16_t *x16, const float *w, int M, int K, int N);
 
 /* sums (N) += the column sums of x (M, N) */
 void add_column_sums(float *sums, const float *x, int64_t M, int N);

@@ -182,10 +182,11 @@ extern "C" void cuda_linear_backward_bf16_grad(float *dx, float *dw, float *db,
     if (db) add_column_sums_of<1>({{db}}, element_of_bf16{dout, N}, M, N);
 }
 
-extern "C" void cuda_linear_chunks_backward_bf16_grad(float *dx, float *dw, float *db,
-                                                      const uint16_t *const *dout, int chunks,
-                                                      const float *x, const uint16_t *x16,
-                                                      const float *w, int M, int K, int N) {
+extern "C" void cuda_linear_chunks_backward_bf16_grad(float *dx, float dx_beta, float *dw,
+                                                      float *db, const uint16_t *const *dout,
+                                                      int chunks, const float *x,
+                                                      const uint16_t *x16, const float *w, int M,
+                                                      int K, int N) {
     if (M == 0) return;
     const operand xs = x16 ? operand{x16, M, K, K, 0, true} : operand{x, M, K, K, 0, false};
     for (int i = 0; i < chunks; i++) { /* cuBLAS takes each chunk's rows at full speed */
@@ -193,7 +194,7 @@ extern "C" void cuda_linear_chunks_backward_bf16_grad(float *dx, float *dw, floa
         const float *wi = w + (size_t)i * N * K;
         if (dx)
             gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, M, K, N, 1.0f, g, operand{wi, N, K, K, 0, false},
-                      1.0f, dx, K, 0, 1);
+                      i == 0 ? dx_beta : 1.0f, dx, K, 0, 1);
         if (dw)
             gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, N, K, M, 1.0f, g, xs, 1.0f, dw + (size_t)i * N * K,
                       K, 0, 1);

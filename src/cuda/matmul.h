@@ -41,7 +41,7 @@ void cuda_linear_backward_bf16_input(float *dx, float *dw, float *db, const floa
 void cuda_linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *dout,
                                     const float *x, const float *w, int M, int K, int N);
 /* as linear_chunks_backward_bf16_grad: each chunk's own products */
-void cuda_linear_chunks_backward_bf16_grad(float *dx, float *dw, float *db,
+void cuda_linear_chunks_backward_bf16_grad(float *dx, float dx_beta, float *dw, float *db,
                                            const uint16_t *const *dout, int chunks, const float *x,
                                            const uint16_t *x16, const float *w, int M, int K,
                                            int N);

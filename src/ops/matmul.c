@@ -99,8 +99,9 @@ void op_linear_chunks_backward(tape_node *n) {
             else vitc_memory()->zero(r, sizeof(uint16_t) * M * N);
             g[i] = r;
         }
+        float dx_beta = 1.0f, *dx = x->requires_grad ? tensor_grad_whole(x, &dx_beta) : NULL;
         kernels->linear_chunks_backward_bf16_grad(
-            x->requires_grad ? tensor_grad(x) : NULL, w->requires_grad ? tensor_grad(w) : NULL,
+            dx, dx_beta, w->requires_grad ? tensor_grad(w) : NULL,
             b && b->requires_grad ? tensor_grad(b) : NULL, g, chunks, x->bf16 ? NULL : x->data,
             x->bf16 ? tensor_bf16(x) : NULL, w->data, M, K, N);
         scratch_done(rounded, n_round);

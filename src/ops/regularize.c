@@ -128,7 +128,9 @@ void op_residual_linear_backward(tape_node *n) {
      * its only other reader, round it anyway (op_takes_bf16_grad) */
     bool grad16 = gelu && h->bf16 && h->requires_grad && h->readers == 1 && !h->grad;
     uint16_t *dh16 = grad16 ? tensor_grad_bf16(h) : NULL;
-    float *dh = h->requires_grad && !grad16 ? tensor_grad(h) : NULL;
+    /* without the GELU the product writes h's gradient whole (dh_beta 0 where h has none yet) */
+    float dh_beta = 1.0f, *dh = NULL;
+    if (h->requires_grad && !grad16) dh = gelu ? tensor_grad(h) : tensor_grad_whole(h, &dh_beta);
     float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     bool own_g = mask || geom.H; /* the branch's gradient: masked, or in window order */
     /* (passes of the same samples whether h is kept in fp32 or bf16: the weight and bias gradients
@@ -163,7 +165,8 @@ void op_residual_linear_backward(tape_node *n) {
             g = gm;
         }
         if (!gelu) {
-            kernels->linear_backward(dhs, dw, db, g, h->data + r0 * K, w->data, gm_rows, K, N);
+            if (dhs) kernels->gemm(false, false, gm_rows, K, N, 1.0f, g, w->data, dh_beta, dhs);
+            kernels->linear_backward(NULL, dw, db, g, h->data + r0 * K, w->data, gm_rows, K, N);
             continue;
         }
         /* the activation is recomputed, not kept */

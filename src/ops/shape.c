@@ -12,7 +12,7 @@ tensor *op_reshape(tensor *x, int ndim, const int *shape) {
     CHECK(shape_numel(ndim, shape) == x->numel, "reshape: %s has %lld elements, the new shape %lld",
           SHAPE_STR(x), (long long)x->numel, (long long)shape_numel(ndim, shape));
     tensor *out = tensor_view(x, ndim, shape);
-    tape_record(OP_RESHAPE, out, 1, (tensor *[]){x});
+    if (tape_record(OP_RESHAPE, out, 1, (tensor *[]){x})) out->view_of = x;
     return out;
 }
 
@@ -21,7 +21,9 @@ void op_reshape_backward(tape_node *n) {
 }
 
 void pass_grad(tensor *x, tensor *out) {
-    if (!x->grad) {
+    if (x->grad == out->grad) { /* a view's, taken from x (tensor_grad) */
+        out->grad = NULL;
+    } else if (!x->grad) {
         x->grad = out->grad;
         out->grad = NULL;
     } else {

@@ -240,9 +240,9 @@ TEST(cuda_chunks_backward_from_bf16_gradients) {
     float *x_ = device_copy(x, (size_t)M * K), *w_ = device_copy(w, (size_t)W * K);
     for (int kept = 0; kept < 2; kept++) {
         float *out_ = device_copy(init, (size_t)(M * K + W * K + W));
-        cuda_linear_chunks_backward_bf16_grad(out_, out_ + M * K, out_ + M * K + W * K, dg, chunks,
-                                              kept ? NULL : x_, kept ? tensor_bf16(x16_) : NULL,
-                                              w_, M, K, N);
+        cuda_linear_chunks_backward_bf16_grad(out_, 1.0f, out_ + M * K, out_ + M * K + W * K, dg,
+                                              chunks, kept ? NULL : x_,
+                                              kept ? tensor_bf16(x16_) : NULL, w_, M, K, N);
         vitc_memory()->to_host(got, out_, sizeof(float) * (M * K + W * K + W));
         double e = max_rel_diff(got, want, M * K + W * K + W);
         printf("    x in %s: max rel err %.2e\n", kept ? "bf16" : "fp32", e);
