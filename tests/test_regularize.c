@@ -45,7 +45,8 @@ static tensor *residual_fn(tensor **in, const void *ctx) {
     const residual_ctx *c = ctx;
     rng r;
     rng_seed(&r, 99, RNG_DROPOUT); /* the same mask at every evaluation */
-    tensor *out = op_residual_linear(in[0], in[1], in[2], c->bias ? in[3] : NULL, c->gelu, c->p, &r);
+    tensor *b = c->bias ? in[3] : NULL;
+    tensor *out = op_residual_linear(in[0], in[1], in[2], b, c->gelu, c->p, &r);
     return c->h_read_after ? op_add(out, op_linear(in[1], in[2], NULL)) : out;
 }
 

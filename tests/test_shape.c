@@ -145,7 +145,8 @@ TEST(reshape_view_takes_its_inputs_gradient) {
         tape_set_backward_hook(NULL, NULL);
         int wrong = 0;
         for (int i = 0; i < 105; i++) wrong += x->grad[i] != 5.0f;
-        EXPECT(wrong == 0, "x read later %d: %d of x's gradients are not 2 + 3", x_read_later, wrong);
+        EXPECT(wrong == 0, "x read later %d: %d of x's gradients are not 2 + 3", x_read_later,
+               wrong);
         EXPECT(v.shared == x_read_later, "x read later %d: the view's gradient is x's: %d",
                x_read_later, v.shared);
         tape_reset();
