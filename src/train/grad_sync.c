@@ -1,6 +1,7 @@
-/* When is a parameter's gradient final? A node's backward adds only into its inputs' gradients, so
- * a parameter's gradient is final once the backward has passed the first node (in tape order) that
- * takes it as an input. Parameters sit in the flat block in declaration order, which is roughly the
+/* When is a parameter's gradient final? A node's backward adds only into its inputs' gradients (or,
+ * through a reshape's view, into the gradient of the reshape's input, which that reshape, recorded
+ * earlier, takes as its input), so a parameter's gradient is final once the backward has passed the
+ * first node (in tape order) that takes it as an input. Parameters sit in the flat block in declaration order, which is roughly the
  * order of use, so the final part of the block grows from the end as the backward walks the tape. */
 #include <limits.h>
 #include <stdlib.h>
