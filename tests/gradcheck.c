@@ -78,8 +78,12 @@ bool gradcheck(const char *name, gradcheck_fn f, const void *ctx, int n_in, tens
         for (int64_t k = 0; k < count; k++) {
             int64_t j = k * stride;
             double err = fabs(analytic[i][j] - numeric[k]);
-            double allowed = tol * (fabs(numeric[k]) + scale + 1e-6);
-            if (err / allowed > worst) worst = err / allowed, worst_j = j;
+            double ratio = err / (tol * (fabs(numeric[k]) + scale + 1e-6));
+            if (ratio != ratio) { /* a NaN on either side fails, and is the element shown */
+                worst = ratio, worst_j = j;
+                break;
+            }
+            if (ratio > worst) worst = ratio, worst_j = j;
         }
         if (worst > 1.0 || worst != worst) {
             int64_t k = worst_j / stride;

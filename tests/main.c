@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "core/arena.h"
 #include "core/check.h"
 #include "core/precision.h"
 #include "core/threads.h"
@@ -101,6 +102,7 @@ int main(int argc, char **argv) {
     vitc_set_threads(0); /* the CLIs' floating-point mode */
     /* small arena chunks: allocations spill across chunks, exercising mark/release and reset */
     vitc_arena.chunk_bytes = 256 << 10;
+    arena_poison = true; /* memory handed out unset is NaN: reading it fails the test */
     int passed = 0, n_failed = 0, n_skipped = 0;
     for (int i = 0; i < n_tests; i++) {
         if (filter && !strstr(tests[i].name, filter)) continue;

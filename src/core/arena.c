@@ -15,6 +15,13 @@ struct arena_chunk {
 };
 
 arena vitc_arena = {.chunk_bytes = 256u << 20};
+bool arena_poison;
+
+/* host memory handed out unset, filled with NaN under arena_poison */
+static void *handed_out(const arena *a, void *p, size_t bytes) {
+    if (arena_poison && !a->mem) memset(p, 0xff, bytes);
+    return p;
+}
 
 static const memory_ops *memory_of(const arena *a) { return a->mem ? a->mem : &host_memory; }
 
@@ -73,7 +80,7 @@ void *arena_alloc(arena *a, size_t bytes) {
     c->offset += need;
     a->used += need;
     if (a->used > a->peak) a->peak = a->used;
-    return p;
+    return handed_out(a, p, bytes);
 }
 
 void *arena_alloc_small(arena *a, size_t bytes) {
@@ -145,7 +152,7 @@ void *arena_alloc_spare(arena *a, size_t bytes) {
     } else {
         drop_spare(a, best);
     }
-    return p;
+    return handed_out(a, p, bytes);
 }
 
 void *arena_calloc_spare(arena *a, size_t bytes) {

@@ -2,6 +2,7 @@
  * step; when a step outgrew the first chunk, the reset replaces the chunks by one block of the peak
  * size, so from the second step on no step touches the system heap. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 
 #define ARENA_SPARE_SLOTS 256
@@ -41,6 +42,9 @@ typedef struct arena_mark {
 void arena_init(arena *a, size_t chunk_bytes);
 void arena_free(arena *a);
 void *arena_alloc(arena *a, size_t bytes); /* 64-byte aligned, uninitialised */
+/* The tests set it: host memory arena_alloc and arena_alloc_spare hand out is then NaN, so that a
+ * kernel that reads what it should only write (a gradient written whole) fails them. */
+extern bool arena_poison;
 void *arena_calloc(arena *a, size_t bytes);
 void *arena_alloc_small(arena *a, size_t bytes); /* from an island; never given back; host arenas only */
 /* Gives a block back before the reset: arena_alloc_spare hands it out again. The reverse pass gives
