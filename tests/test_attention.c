@@ -116,6 +116,34 @@ TEST(attention_tiles_match_naive_reference_and_grad) {
     EXPECT(attention_case_ok(&r, 2, 2, 64, 33, 64, true, 2, "d 64, bias and mask"));
 }
 
+/* q, k and v that another op made have no gradient yet when attention's backward runs: the
+ * kernels write theirs whole (the tests' arena hands that memory out as NaN) */
+static tensor *attention_of_products_fn(tensor **in, const void *ctx) {
+    const attention_ctx *c = ctx;
+    return op_attention(op_scale(in[0], 0.9f), op_scale(in[1], 1.1f), op_scale(in[2], 0.8f),
+                        c->heads, c->scale, NULL, NULL, 1);
+}
+
+/* one tensor as q, k and v: its three gradients are added, none written over another */
+static tensor *self_attention_of_product_fn(tensor **in, const void *ctx) {
+    const attention_ctx *c = ctx;
+    tensor *x = op_scale(in[0], 0.9f);
+    return op_attention(x, x, x, c->heads, c->scale, NULL, NULL, 1);
+}
+
+TEST(attention_writes_gradients_that_have_no_value_yet_whole) {
+    rng r;
+    rng_seed(&r, 34, RNG_TEST);
+    /* heads of 3 channels run on GEMMs, of 32 on the register tiles (bf16's: test_bf16) */
+    for (int d = 3; d <= 32; d += 29) {
+        attention_ctx c = {2, 1, false, 1.0f / sqrtf((float)d), NULL};
+        tensor *q = LEAF(&r, 1, 3, 9, 2 * d), *k = LEAF(&r, 1, 3, 12, 2 * d);
+        tensor *v = LEAF(&r, 1, 3, 12, 2 * d);
+        EXPECT(GRADCHECK(attention_of_products_fn, &c, q, k, v), "heads of %d: q, k, v", d);
+        EXPECT(GRADCHECK(self_attention_of_product_fn, &c, q), "heads of %d: x as q, k and v", d);
+    }
+}
+
 TEST(attention_rejects_mismatched_shapes) {
     rng r;
     rng_seed(&r, 32, RNG_TEST);

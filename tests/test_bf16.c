@@ -141,6 +141,13 @@ static tensor *attention_fn(tensor **in, const void *ctx) {
     return op_attention(in[0], in[1], in[2], 2, 0.25f, in[3], NULL, 1);
 }
 
+/* q, k and v without a gradient yet when attention's backward runs: written whole */
+static tensor *attention_of_products_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_attention(op_scale(in[0], 0.9f), op_scale(in[1], 1.1f), op_scale(in[2], 0.8f), 2,
+                        0.25f, in[3], NULL, 1);
+}
+
 static tensor *linear_attention_fn(tensor **in, const void *ctx) {
     (void)ctx;
     return op_linear_attention(op_focus(in[0], in[3], 3), op_focus(in[1], in[3], 3), in[2], 2);
@@ -194,6 +201,9 @@ TEST(bf16_ops_follow_fp32_and_finite_differences) {
     tensor *bias_t = LEAF(&r, 0.5f, 2, 20, 20);
     EXPECT(bf16_follows_fp32("attention d=32", attention_fn, NULL, 4, (tensor *[]){qt, kt, vt, bias_t}, 2e-2, false),
            "attention of 32-channel heads");
+    EXPECT(bf16_follows_fp32("attention d=32, fresh gradients", attention_of_products_fn, NULL, 4,
+                             (tensor *[]){qt, kt, vt, bias_t}, 2e-2, false),
+           "attention of 32-channel heads writing q's, k's and v's gradients whole");
     tensor *temperature = RANDN(&r, 0, 16);
     for (int i = 0; i < 16; i++) temperature->data[i] = 1.0f + 0.1f * i;
     EXPECT(bf16_follows_fp32("flatten linear attention", linear_attention_fn, NULL, 4,

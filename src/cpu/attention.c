@@ -385,6 +385,15 @@ static void backward_pair(float *dq, float *dk, float *dv, float *dbias, const f
 
 bool attention_grads_in_bf16(const attn_dims *a) { return backward_path(a) == ON_BF16_TILES; }
 
+/* the fp32 paths add into the gradients block by block: those written whole start from zeros */
+static void zero_whole(const attn_grads *g, const attn_dims *a) {
+    size_t q_floats = (size_t)a->seqs * a->n * a->heads * a->d;
+    size_t kv_floats = (size_t)a->seqs * a->m * a->heads * a->d;
+    if (g->dq && g->dq_whole) memset(g->dq, 0, sizeof(float) * q_floats);
+    if (g->dk && g->dk_whole) memset(g->dk, 0, sizeof(float) * kv_floats);
+    if (g->dv && g->dv_whole) memset(g->dv, 0, sizeof(float) * kv_floats);
+}
+
 void attention_backward(const attn_grads *g, float *dbias, const float *dout, const float *lse,
                         const float *q, const float *k, const float *v, const attn_dims *a,
                         float *scratch) {
@@ -394,6 +403,7 @@ void attention_backward(const attn_grads *g, float *dbias, const float *dout, co
     CHECK(path == ON_BF16_TILES || (!g->dq16 && !g->dk16 && !g->dv16),
           "attention: bf16 gradients off the bf16 tiles (attention_grads_in_bf16)");
     float *dq = g->dq, *dk = g->dk, *dv = g->dv;
+    if (path != ON_BF16_TILES) zero_whole(g, a);
     if (path == ON_GEMMS && !attn_pairs_in_parallel(a)) {
         for (int p = 0; p < pairs; p++)
             backward_pair(dq, dk, dv, dbias, dout, lse, q, k, v, a, p, scratch, true);

@@ -4,8 +4,8 @@
  * GEMMs (OpenBLAS, or gemm_bf16).
  * Only each row's log-sum-exp is kept for the backward, which recomputes the probabilities from q
  * and k (one more n x m x d GEMM per pair instead of holding seqs·heads·n·m floats from the forward
- * to the backward). Backward kernels accumulate (+=) into fp32 gradients; a gradient kept in bf16
- * (attention_grads_in_bf16) is written whole instead. */
+ * to the backward). Backward kernels accumulate (+=) into fp32 gradients, or write those that have
+ * no value yet whole; a gradient kept in bf16 (attention_grads_in_bf16) is written whole too. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,10 +19,12 @@ typedef struct attn_dims {
     int windows;
 } attn_dims;
 
-/* where the backward puts the gradients of q, k and v: added into floats (dq, dk, dv), or written
+/* where the backward puts the gradients of q, k and v: added into floats (dq, dk, dv), written
+ * into them where *_whole (the tensor has no gradient yet: its floats are unset), or written
  * rounded to bf16 (dq16, dk16, dv16: attention their one reader); NULL both: not wanted */
 typedef struct attn_grads {
     float *dq, *dk, *dv;
+    bool dq_whole, dk_whole, dv_whole;
     uint16_t *dq16, *dk16, *dv16;
 } attn_grads;
 

@@ -405,16 +405,17 @@ void attention_bf16_forward(float *out, float *lse, const float *q, const float 
 }
 
 /* a pair's gradient rows (row stride C from `at`) from their sums (row stride d): scale times
- * them added into the fp32 gradient g32, or written rounded into the bf16 one g16 (attention
- * their one reader), the same rounded values */
-BF16_TARGET static void deliver(float *g32, uint16_t *g16, size_t at, int C, const float *sums,
-                                int rows, int d, float scale) {
+ * them added into the fp32 gradient g32 (written where whole: it has no value yet), or written
+ * rounded into the bf16 one g16 (attention their one reader), the same rounded values */
+BF16_TARGET static void deliver(float *g32, bool whole, uint16_t *g16, size_t at, int C,
+                                const float *sums, int rows, int d, float scale) {
     __m512 s = _mm512_set1_ps(scale);
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < d; c += 16) {
             __m512 x = _mm512_mul_ps(s, _mm512_loadu_ps(sums + (size_t)r * d + c));
             size_t o = at + (size_t)r * C + c;
-            if (g32) _mm512_storeu_ps(g32 + o, _mm512_add_ps(_mm512_loadu_ps(g32 + o), x));
+            if (g32 && !whole) x = _mm512_add_ps(_mm512_loadu_ps(g32 + o), x);
+            if (g32) _mm512_storeu_ps(g32 + o, x);
             else _mm256_storeu_si256((__m256i *)(g16 + o), (__m256i)_mm512_cvtneps_pbh(x));
         }
 }
@@ -463,7 +464,8 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
         if (want_dq) { /* dq = scale dS k */
             word_product(dq_block, d, sw, pv, kpw, d, (int)(mp / 2), rows, d / 16, false,
                          block_rows_pad);
-            deliver(g->dq, g->dq16, qo + (size_t)i0 * C, C, dq_block, rows, d, a->scale);
+            deliver(g->dq, g->dq_whole, g->dq16, qo + (size_t)i0 * C, C, dq_block, rows, d,
+                    a->scale);
         }
         if (want_dk) { /* dk = scale dSᵀ q, summed over the blocks */
             transposed_pairs(tw, half, dP, mp, rows, m);
@@ -472,8 +474,8 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
         }
     }
     tiles_end(tiles);
-    if (want_dk) deliver(g->dk, g->dk16, ko, C, dk_sums, m, d, a->scale);
-    if (want_dv) deliver(g->dv, g->dv16, ko, C, dv_sums, m, d, 1.0f);
+    if (want_dk) deliver(g->dk, g->dk_whole, g->dk16, ko, C, dk_sums, m, d, a->scale);
+    if (want_dv) deliver(g->dv, g->dv_whole, g->dv16, ko, C, dv_sums, m, d, 1.0f);
 }
 
 #else /* no compiler support: as on a CPU without the instruction */

@@ -147,12 +147,12 @@ static inline void store_lanes(float *p, vec16 v, int n) {
 }
 
 /* One row of the backward for channels [c, c + n): dx(p) gathers w(t) dout(p - t) over the taps t
- * (dx may be NULL) while the chunk's partial sums take dw(t) += dout(p) x(p + t) and db += dout(p),
+ * (dx may be NULL; added to where dx_set, else written) while the chunk's partial sums take dw(t) += dout(p) x(p + t) and db += dout(p),
  * both in registers across the row. One pass reads dout and x once. Written for a constant k where
  * inlined, so that the taps' loops unroll and their vectors stay in registers. */
 static inline __attribute__((always_inline)) void dw_backward_row(
-    float *dx, float *pw, float *pb, const float *dout, const float *x, int xC, const float *wt,
-    int H, int W, int C, int k, int64_t row, int c, int n) {
+    float *dx, bool dx_set, float *pw, float *pb, const float *dout, const float *x, int xC,
+    const float *wt, int H, int W, int C, int k, int64_t row, int c, int n) {
     int r = k / 2, kk = k * k, bi = (int)(row / H), y = (int)(row % H);
     vec16 wk[DW_MAX_K * DW_MAX_K], acc[DW_MAX_K * DW_MAX_K], bias_acc = load_lanes(pb + c, n);
 #pragma GCC unroll 49
@@ -179,7 +179,7 @@ static inline __attribute__((always_inline)) void dw_backward_row(
         }
         if (dx) {
             float *dst = dx + (row * W + xx) * xC + c;
-            store_lanes(dst, load_lanes(dst, n) + d, n);
+            store_lanes(dst, dx_set ? load_lanes(dst, n) + d : d, n);
         }
     }
     store_lanes(pb + c, bias_acc, n);
@@ -187,10 +187,11 @@ static inline __attribute__((always_inline)) void dw_backward_row(
     for (int t = 0; t < kk; t++) store_lanes(pw + (size_t)t * C + c, acc[t], n);
 }
 
-void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x, int xC,
-                       const float *w, int B, int H, int W, int C, int Cw, int k, float *wt,
-                       float *partial) {
+void dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db, const float *dout,
+                       const float *x, int xC, const float *w, int B, int H, int W, int C, int Cw,
+                       int k, float *wt, float *partial) {
     int kk = k * k;
+    bool dx_set = dx_beta != 0.0f;
     int64_t rows = (int64_t)B * H;
     spread_weights(wt, w, NULL, C, Cw, kk);
     /* fixed row chunks with their own partial sums, added in order: deterministic for any thread
@@ -205,8 +206,9 @@ void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const
         for (int64_t row = lo; row < hi; row++)
             for (int c = 0; c < C; c += 16) {
                 int n = C - c < 16 ? C - c : 16;
-                if (k == 3) dw_backward_row(dx, pw, pb, dout, x, xC, wt, H, W, C, 3, row, c, n);
-                else dw_backward_row(dx, pw, pb, dout, x, xC, wt, H, W, C, k, row, c, n);
+                if (k == 3)
+                    dw_backward_row(dx, dx_set, pw, pb, dout, x, xC, wt, H, W, C, 3, row, c, n);
+                else dw_backward_row(dx, dx_set, pw, pb, dout, x, xC, wt, H, W, C, k, row, c, n);
             }
     }
     if (!dw && !db) return;

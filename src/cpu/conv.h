@@ -22,13 +22,14 @@ void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const f
  * contiguous, then the bias) */
 void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const float *b,
                       const float *base, int B, int H, int W, int C, int Cw, int k, float *wt);
-/* k odd and at most DW_MAX_K; partial: scratch of DW_CHUNKS * (k*k + 1) * C floats for the
- * deterministic dw/db reduction */
+/* k odd and at most DW_MAX_K; dx = dx_beta dx + x's gradient (dx_beta 0: dx unset, not read), dw
+ * and db added into; partial: scratch of DW_CHUNKS * (k*k + 1) * C floats for the deterministic
+ * dw/db reduction */
 #define DW_CHUNKS 16
 #define DW_MAX_K 7
-void dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x, int xC,
-                       const float *w, int B, int H, int W, int C, int Cw, int k, float *wt,
-                       float *partial);
+void dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db, const float *dout,
+                       const float *x, int xC, const float *w, int B, int H, int W, int C, int Cw,
+                       int k, float *wt, float *partial);
 
 /* x (B, H, W, C) -> out (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)) */
 void adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int C, int oh, int ow);

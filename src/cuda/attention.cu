@@ -163,6 +163,9 @@ extern "C" void cuda_attention_backward(const attn_grads *g, float *dbias, const
                                         const float *v, const attn_dims *a, float *scratch) {
     CHECK(!g->dq16 && !g->dk16 && !g->dv16, "attention: bf16 gradients on the GPU");
     float *dq = g->dq, *dk = g->dk, *dv = g->dv;
+    /* each chunk's head block of a gradient is one product's C: written whole or added into */
+    const float dq_beta = g->dq_whole ? 0.0f : 1.0f, dk_beta = g->dk_whole ? 0.0f : 1.0f;
+    const float dv_beta = g->dv_whole ? 0.0f : 1.0f;
     const int n = a->n, m = a->m, d = a->d, C = a->heads * d, chunk = chunk_seqs(a);
     const long long hnm = (long long)a->heads * n * m, qs = (long long)n * C, ks = (long long)m * C;
     const bool need_ds = dq || dk || dbias;
@@ -177,7 +180,7 @@ extern "C" void cuda_attention_backward(const attn_grads *g, float *dbias, const
         CUDA_LAUNCHED();
         for (int h = 0; dv && h < a->heads; h++) /* dv += Pᵀ dout */
             cuda_gemm_batched(true, false, m, d, n, 1.0f, P + (size_t)h * n * m, m, hnm,
-                              head_at(dout, a, n, s0, h), C, qs, 1.0f, head_at(dv, a, m, s0, h), C,
+                              head_at(dout, a, n, s0, h), C, qs, dv_beta, head_at(dv, a, m, s0, h), C,
                               ks, S);
         if (!need_ds) continue;
         for (int h = 0; h < a->heads; h++) /* dP = dout vᵀ */
@@ -191,11 +194,11 @@ extern "C" void cuda_attention_backward(const attn_grads *g, float *dbias, const
         for (int h = 0; h < a->heads; h++) {
             if (dq)
                 cuda_gemm_batched(false, false, n, d, m, a->scale, dP + (size_t)h * n * m, m, hnm,
-                                  head_at(k, a, m, s0, h), C, ks, 1.0f, head_at(dq, a, n, s0, h), C,
+                                  head_at(k, a, m, s0, h), C, ks, dq_beta, head_at(dq, a, n, s0, h), C,
                                   qs, S);
             if (dk)
                 cuda_gemm_batched(true, false, m, d, n, a->scale, dP + (size_t)h * n * m, m, hnm,
-                                  head_at(q, a, n, s0, h), C, qs, 1.0f, head_at(dk, a, m, s0, h), C,
+                                  head_at(q, a, n, s0, h), C, qs, dk_beta, head_at(dk, a, m, s0, h), C,
                                   ks, S);
         }
     }

@@ -122,15 +122,17 @@ static __global__ void dwconv2d_forward_kernel(float *out, const float *x, int x
     }
 }
 
-/* dx (pixel, c) += the taps' weights times the gradients of the outputs whose windows cover it */
-static __global__ void dwconv2d_dx_kernel(float *dx, const float *dout, int xC, const float *w,
-                                          int B, int H, int W, int C, int Cw, int k) {
+/* dx (pixel, c) = dx_beta dx + the taps' weights times the gradients of the outputs whose windows
+ * cover it (dx_beta 0: dx unset, not read) */
+static __global__ void dwconv2d_dx_kernel(float *dx, float dx_beta, const float *dout, int xC,
+                                          const float *w, int B, int H, int W, int C, int Cw,
+                                          int k) {
     const int r = k / 2;
     GRID_STRIDE_LOOP(i, (int64_t)B * H * W * C) {
         const int c = (int)(i % C), xx = (int)(i / C % W), y = (int)(i / C / W % H);
         const int64_t bi = i / ((int64_t)C * W * H), pixel = i / C;
         const float *wk = w + (c % Cw) * k * k;
-        float d = dx[pixel * xC + c];
+        float d = dx_beta != 0.0f ? dx[pixel * xC + c] : 0.0f;
         for (int ky = 0; ky < k; ky++) {
             const int oy = y - ky + r;
             if (oy < 0 || oy >= H) continue;
@@ -200,14 +202,16 @@ extern "C" void cuda_dwconv2d_forward(float *out, const float *x, int xC, const 
     CUDA_LAUNCHED();
 }
 
-extern "C" void cuda_dwconv2d_backward(float *dx, float *dw, float *db, const float *dout,
-                                       const float *x, int xC, const float *w, int B, int H,
-                                       int W, int C, int Cw, int k, float *wt, float *partial) {
+extern "C" void cuda_dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db,
+                                       const float *dout, const float *x, int xC, const float *w,
+                                       int B, int H, int W, int C, int Cw, int k, float *wt,
+                                       float *partial) {
     (void)wt;
     const int64_t n = (int64_t)B * H * W * C;
     if (n == 0) return;
     if (dx) {
-        dwconv2d_dx_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dx, dout, xC, w, B, H, W, C, Cw, k);
+        dwconv2d_dx_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dx, dx_beta, dout, xC, w, B, H, W, C,
+                                                             Cw, k);
         CUDA_LAUNCHED();
     }
     if (!dw && !db) return;

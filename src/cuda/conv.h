@@ -22,9 +22,9 @@ void cuda_conv2d_backward(float *dx, float *dw, float *db, const float *dout, co
 void cuda_dwconv2d_forward(float *out, const float *x, int xC, const float *w, const float *b,
                            const float *base, int B, int H, int W, int C, int Cw, int k, float *wt);
 /* partial: DW_CHUNKS * (k*k + 1) * C floats, the row chunks' sums of dw and db, added in order */
-void cuda_dwconv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
-                            int xC, const float *w, int B, int H, int W, int C, int Cw, int k,
-                            float *wt, float *partial);
+void cuda_dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db, const float *dout,
+                            const float *x, int xC, const float *w, int B, int H, int W, int C,
+                            int Cw, int k, float *wt, float *partial);
 
 void cuda_adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int C,
                                       int oh, int ow);

@@ -84,10 +84,17 @@ void op_attention_backward(tape_node *node) {
     attn_grads g = {0};
     tensor *qkv[3] = {q, k, v};
     float **g32[3] = {&g.dq, &g.dk, &g.dv};
+    bool *whole[3] = {&g.dq_whole, &g.dk_whole, &g.dv_whole};
     uint16_t **g16[3] = {&g.dq16, &g.dk16, &g.dv16};
     for (int i = 0; i < 3; i++) {
+        /* an input that is two of q, k and v gets both gradients added: the kernels' order of
+         * writing them is theirs */
+        bool once = qkv[i] != qkv[(i + 1) % 3] && qkv[i] != qkv[(i + 2) % 3];
+        float beta = 1.0f;
         if (grad_in_bf16(qkv[i], tiles16)) *g16[i] = tensor_grad_bf16(qkv[i]);
+        else if (qkv[i]->requires_grad && once) *g32[i] = tensor_grad_whole(qkv[i], &beta);
         else if (qkv[i]->requires_grad) *g32[i] = tensor_grad(qkv[i]);
+        *whole[i] = beta == 0.0f;
     }
     float *dbias = bias && bias->requires_grad ? tensor_grad(bias) : NULL;
     const float *qd = floats_of(q), *kd = floats_of(k), *vd = floats_of(v);

@@ -93,13 +93,15 @@ void op_dwconv2d_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *base = n->in[3], *out = n->out;
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = out->shape[3], k = w->shape[2];
     int c0 = n->iarg[0];
-    float *dx = x->requires_grad ? tensor_grad(x) + c0 : NULL;
+    /* a gradient of x's channels all written here is written whole where x has none yet */
+    float dx_beta = 1.0f, *dx = NULL;
+    if (x->requires_grad) dx = (C == x->shape[3] ? tensor_grad_whole(x, &dx_beta) : tensor_grad(x)) + c0;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     size_t n_wt = (size_t)(k * k + 1) * C;
     float *wt = scratch_floats(n_wt), *partial = scratch_floats(DW_CHUNKS * n_wt);
-    kernels->dwconv2d_backward(dx, dw, db, out->grad, x->data + c0, x->shape[3], w->data, B, H, W, C,
-                      w->shape[0], k, wt, partial);
+    kernels->dwconv2d_backward(dx, dx_beta, dw, db, out->grad, x->data + c0, x->shape[3], w->data,
+                               B, H, W, C, w->shape[0], k, wt, partial);
     scratch_done(wt, n_wt);
     scratch_done(partial, DW_CHUNKS * n_wt);
     if (base && base->requires_grad) pass_grad(base, out);
