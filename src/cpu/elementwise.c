@@ -107,7 +107,9 @@ static inline float grad_b(binary_op op, float g, float x, float y, float z) {
     return op == BIN_ADD ? g : op == BIN_MUL ? g * x : -g * z / y;
 }
 
-/* sum over the output elements that map to input element i (operand `which`) of term(o) */
+/* sum over the output elements that map to input element i (operand `which`) of term(o), the
+ * innermost broadcast dim fastest: a strided run without divisions (Agent attention's position
+ * biases, rows of up to 56 a run, spent 2-3 ns an element in the divisions) */
 #define PREIMAGE_SUM(bc, in5, i, o, term, result)                                                  \
     do {                                                                                           \
         int64_t rem_ = (i), base_ = 0, count_ = 1;                                                 \
@@ -118,14 +120,19 @@ static inline float grad_b(binary_op op, float g, float x, float y, float z) {
             if ((in5)[d_] == (bc)->out[d_]) base_ += c_ * (bc)->stride_out[d_];                    \
             else free_[nf_++] = d_, count_ *= (bc)->out[d_];                                       \
         }                                                                                          \
+        int64_t run_ = nf_ ? (bc)->out[free_[0]] : 1;                                              \
+        int64_t step_ = nf_ ? (bc)->stride_out[free_[0]] : 0;                                      \
         double s_ = 0;                                                                             \
-        for (int64_t j_ = 0; j_ < count_; j_++) {                                                  \
-            int64_t r_ = j_, o = base_;                                                            \
-            for (int k_ = 0; k_ < nf_; k_++) {                                                     \
-                o += (r_ % (bc)->out[free_[k_]]) * (bc)->stride_out[free_[k_]];                    \
+        for (int64_t j_ = 0; j_ < count_ / run_; j_++) {                                           \
+            int64_t r_ = j_, start_ = base_;                                                       \
+            for (int k_ = 1; k_ < nf_; k_++) {                                                     \
+                start_ += (r_ % (bc)->out[free_[k_]]) * (bc)->stride_out[free_[k_]];               \
                 r_ /= (bc)->out[free_[k_]];                                                        \
             }                                                                                      \
-            s_ += (term);                                                                          \
+            for (int64_t t_ = 0; t_ < run_; t_++) {                                                \
+                int64_t o = start_ + t_ * step_;                                                   \
+                s_ += (term);                                                                      \
+            }                                                                                      \
         }                                                                                          \
         (result) = (float)s_;                                                                      \
     } while (0)
