@@ -116,7 +116,7 @@ double backward_difference(tensor *a, tensor *b, int n_in, tensor **inputs) {
     double worst = 0;
     for (int i = 0; i < n_in; i++) {
         double d = max_rel_diff(inputs[i]->grad, want[i], inputs[i]->numel);
-        worst = d > worst ? d : worst;
+        if (d > worst || d != d) worst = d; /* a NaN sticks */
         inputs[i]->grad = NULL;
         free(want[i]);
     }

@@ -73,7 +73,11 @@ tensor *test_leaf(rng *r, float scale, int ndim, const int *shape);
 #define LEAF(r, scale, ...)                                                                        \
     test_leaf((r), (scale), (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
 
-/* max |a - b| / max(max |b|, tiny) */
+/* max |a - b| / max(max |b|, tiny); NaN if a or b has one */
 double max_rel_diff(const float *a, const float *b, long n);
+/* the larger of the worst error so far and e, NaN once either is (fmax drops a NaN: it passed) */
+static inline double max_error(double worst, double e) {
+    return worst != worst || e != e ? NAN : e > worst ? e : worst;
+}
 /* ‖a − b‖ / ‖b‖ (‖a − b‖ where b is 0), in double */
 double rel_l2(const float *a, const float *b, int64_t n);

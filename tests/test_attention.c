@@ -69,7 +69,7 @@ TEST(attention_matches_naive_reference_and_grad) {
         float ref[4 * 5 * 6];
         attention_naive(ref, q, k, v, &c, bias ? bias->data : NULL);
         double worst = 0;
-        for (int64_t i = 0; i < y->numel; i++) worst = fmax(worst, fabs(y->data[i] - ref[i]));
+        for (int64_t i = 0; i < y->numel; i++) worst = max_error(worst, fabs(y->data[i] - ref[i]));
         EXPECT(worst < 1e-5, "case %zu: forward differs from the reference by %g", t, worst);
         bool ok = bias ? GRADCHECK(attention_fn, &c, q, k, v, bias) : GRADCHECK(attention_fn, &c, q, k, v);
         EXPECT(ok, "case %zu (seqs %d, heads %d, bias %d, mask %d)", t, b, H, cases[t].bias,
@@ -93,7 +93,7 @@ static bool attention_case_ok(rng *r, int seqs, int heads, int d, int n, int m, 
     float *ref = malloc(sizeof(float) * y->numel);
     attention_naive(ref, q, k, v, &c, b ? b->data : NULL);
     double worst = 0;
-    for (int64_t i = 0; i < y->numel; i++) worst = fmax(worst, fabs(y->data[i] - ref[i]));
+    for (int64_t i = 0; i < y->numel; i++) worst = max_error(worst, fabs(y->data[i] - ref[i]));
     free(ref);
     bool ok = worst < 2e-5;
     if (!ok) test_fail(__FILE__, __LINE__, "%s: forward differs from the reference by %g", what, worst);

@@ -749,7 +749,7 @@ TEST(bf16_training_follows_fp32_within_1_percent_and_resumes_exactly) {
     bool differ = false;
     for (int i = 0; i < 20; i++) {
         double a = atof(fp32[i]), b = atof(half[i]);
-        worst = fmax(worst, fabs(b - a) / a);
+        worst = max_error(worst, fabs(b - a) / a);
         differ |= strcmp(fp32[i], half[i]) != 0;
     }
     EXPECT(worst < 0.01 && differ, "worst relative loss difference %.4f over 20 steps (bf16 ran: %d)", worst, differ);

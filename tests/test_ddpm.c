@@ -60,7 +60,7 @@ TEST(ddpm_schedule_is_the_linear_one_and_respaces_as_the_official_code) {
             double worst = 0;
             for (int k = 0; k < steps; k++) {
                 double d = fabs(mine[i][k] - want->data[k]) / fabs(want->data[k]);
-                worst = d > worst ? d : worst;
+                worst = max_error(worst, d);
             }
             EXPECT(worst < 2e-7, "%s: rel err %.2e", name, worst);
         }
@@ -136,7 +136,7 @@ TEST(ddpm_loss_op_hand_cases_and_finite_differences) {
         int j = (i / C) * 2 * C + i % C;
         double want_grad = 2.0 * ((double)o->data[j] - eps->data[i]) / (B * H * W * C);
         double d = fabs(o->grad[j] - want_grad) / (fabs(want_grad) + 1e-6);
-        worst = d > worst ? d : worst;
+        worst = max_error(worst, d);
     }
     EXPECT(worst < 1e-5, "eps_hat's gradient: rel err %.2e", worst);
     EXPECT_ERROR(op_ddpm_loss(x0, x0, xt, eps, k), "twice the channels");

@@ -470,7 +470,7 @@ static void check_within_bf16_error(bool amx) {
                                0x1p-23 * fabs(c0[o]);
                 EXPECT(err <= bound, "%s trans %d%d C[%d][%d]: bf16 %g fp32 %g, bound %g",
                        amx ? "amx" : "vdpbf16ps", ta, tb, i, j, C[o], ref[o], bound);
-                worst = fmax(worst, err / bound), rms += err * err, scale += ref[o] * ref[o];
+                worst = max_error(worst, err / bound), rms += err * err, scale += ref[o] * ref[o];
             }
         /* independent roundings: typical errors are far below the worst case, about u / sqrt(3)
          * of each product's size summed in quadrature */

@@ -62,7 +62,7 @@ TEST(classifier_features_are_what_its_head_reads) {
             for (int k = 0; k < 3; k++) {
                 double z = b->data[k];
                 for (int j = 0; j < dim; j++) z += (double)f[s * dim + j] * w->data[k * dim + j];
-                worst = fmax(worst, fabs(z - logits->data[s * 3 + k]));
+                worst = max_error(worst, fabs(z - logits->data[s * 3 + k]));
             }
         free(f);
         model_free(m);

@@ -265,7 +265,7 @@ TEST(models_inference_that_frees_each_block_matches_the_taped_forward) {
         x = tensor_wrap(pixels, 4, shape);
         tensor *logits = model_forward(m, x, &fo);
         double worst = 0;
-        for (int j = 0; j < 10; j++) worst = fmax(worst, fabs(logits->data[j] - taped[j]));
+        for (int j = 0; j < 10; j++) worst = max_error(worst, fabs(logits->data[j] - taped[j]));
         EXPECT(worst <= 1e-6 * (1 + fabs(taped[0])), "%s: freed inference differs from the taped forward by %g",
                names[i], worst);
         EXPECT(vitc_arena.peak < taped_bytes / 2, "%s: freed inference peaked at %zu bytes, the taped forward "

@@ -275,7 +275,7 @@ TEST(sit_sampler_steps_match_the_pytorch_reference) {
 
 static double max_abs(const tensor *t) {
     double v = 0;
-    for (int64_t i = 0; i < t->numel; i++) v = fmax(v, fabs(t->data[i]));
+    for (int64_t i = 0; i < t->numel; i++) v = max_error(v, fabs(t->data[i]));
     return v;
 }
 
