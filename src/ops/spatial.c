@@ -70,9 +70,11 @@ tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift) {
 
 void op_window_reverse_backward(tape_node *n) {
     tensor *x = n->in[0], *out = n->out;
-    if (x->requires_grad)
-        kernels->window_copy(tensor_grad(x), out->grad, out->shape[0], out->shape[1], out->shape[2],
-                    out->shape[3], n->iarg[0], n->iarg[1], n->iarg[2], true, true);
+    if (!x->requires_grad) return;
+    /* every window element is written: copied where x has no gradient yet, else added */
+    float beta, *dx = tensor_grad_whole(x, &beta);
+    kernels->window_copy(dx, out->grad, out->shape[0], out->shape[1], out->shape[2], out->shape[3],
+                         n->iarg[0], n->iarg[1], n->iarg[2], true, beta != 0.0f);
 }
 
 tensor *op_relpos_gather(tensor *table, const int *index, int n) {
