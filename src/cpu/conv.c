@@ -147,9 +147,10 @@ static inline void store_lanes(float *p, vec16 v, int n) {
 }
 
 /* One row of the backward for channels [c, c + n): dx(p) gathers w(t) dout(p - t) over the taps t
- * (dx may be NULL; added to where dx_set, else written) while the chunk's partial sums take dw(t) += dout(p) x(p + t) and db += dout(p),
- * both in registers across the row. One pass reads dout and x once. Written for a constant k where
- * inlined, so that the taps' loops unroll and their vectors stay in registers. */
+ * (dx may be NULL; added to where dx_set, else written) while the chunk's partial sums take
+ * dw(t) += dout(p) x(p + t) and db += dout(p), both in registers across the row. One pass reads
+ * dout and x once. Written for a constant k where inlined, so that the taps' loops unroll and their
+ * vectors stay in registers. */
 static inline __attribute__((always_inline)) void dw_backward_row(
     float *dx, bool dx_set, float *pw, float *pb, const float *dout, const float *x, int xC,
     const float *wt, int H, int W, int C, int k, int64_t row, int c, int n) {

@@ -180,8 +180,8 @@ extern "C" void cuda_attention_backward(const attn_grads *g, float *dbias, const
         CUDA_LAUNCHED();
         for (int h = 0; dv && h < a->heads; h++) /* dv += Pᵀ dout */
             cuda_gemm_batched(true, false, m, d, n, 1.0f, P + (size_t)h * n * m, m, hnm,
-                              head_at(dout, a, n, s0, h), C, qs, dv_beta, head_at(dv, a, m, s0, h), C,
-                              ks, S);
+                              head_at(dout, a, n, s0, h), C, qs, dv_beta,
+                              head_at(dv, a, m, s0, h), C, ks, S);
         if (!need_ds) continue;
         for (int h = 0; h < a->heads; h++) /* dP = dout vᵀ */
             cuda_gemm_batched(false, true, n, m, d, 1.0f, head_at(dout, a, n, s0, h), C, qs,
@@ -194,12 +194,12 @@ extern "C" void cuda_attention_backward(const attn_grads *g, float *dbias, const
         for (int h = 0; h < a->heads; h++) {
             if (dq)
                 cuda_gemm_batched(false, false, n, d, m, a->scale, dP + (size_t)h * n * m, m, hnm,
-                                  head_at(k, a, m, s0, h), C, ks, dq_beta, head_at(dq, a, n, s0, h), C,
-                                  qs, S);
+                                  head_at(k, a, m, s0, h), C, ks, dq_beta,
+                                  head_at(dq, a, n, s0, h), C, qs, S);
             if (dk)
                 cuda_gemm_batched(true, false, m, d, n, a->scale, dP + (size_t)h * n * m, m, hnm,
-                                  head_at(q, a, n, s0, h), C, qs, dk_beta, head_at(dk, a, m, s0, h), C,
-                                  ks, S);
+                                  head_at(q, a, n, s0, h), C, qs, dk_beta,
+                                  head_at(dk, a, m, s0, h), C, ks, S);
         }
     }
 }

@@ -8,6 +8,10 @@
  * pass. Call it last in the backward: the output's gradient is gone afterwards. */
 void pass_grad(tensor *x, tensor *out);
 
+/* x's gradient (M, K) += g (M, N) · w (N, K), written whole where x has none yet (tensor_grad_whole):
+ * a product's input gradient; x must require one */
+void product_input_grad(tensor *x, const float *g, const float *w, int M, int K, int N);
+
 /* How many of `items` (samples, rows of rows_per_item rows each) one pass of an op that recomputes in
  * passes takes when each needs `floats_per_item` floats of scratch: passes of about 8 MiB keep the
  * scratch small next to the activations, unless that leaves a pass's GEMMs fewer than about 3000

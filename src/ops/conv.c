@@ -95,7 +95,8 @@ void op_dwconv2d_backward(tape_node *n) {
     int c0 = n->iarg[0];
     /* a gradient of x's channels all written here is written whole where x has none yet */
     float dx_beta = 1.0f, *dx = NULL;
-    if (x->requires_grad) dx = (C == x->shape[3] ? tensor_grad_whole(x, &dx_beta) : tensor_grad(x)) + c0;
+    if (x->requires_grad)
+        dx = (C == x->shape[3] ? tensor_grad_whole(x, &dx_beta) : tensor_grad(x)) + c0;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     size_t n_wt = (size_t)(k * k + 1) * C;

@@ -32,6 +32,11 @@ static tensor *linear_rows_forward(tensor *x, tensor *w, tensor *b, int row0, in
     return out;
 }
 
+void product_input_grad(tensor *x, const float *g, const float *w, int M, int K, int N) {
+    float beta, *dx = tensor_grad_whole(x, &beta);
+    kernels->gemm(false, false, M, K, N, 1.0f, g, w, beta, dx);
+}
+
 /* the gradients that reach x, w and b from the output rows row0.. of w (an fp32 gradient g); x's
  * written whole where it has none yet (CSwin's stripes: the first of their three products) */
 static void linear_rows_backward(tensor *x, tensor *w, tensor *b, const float *g, int row0, int N) {
@@ -39,10 +44,7 @@ static void linear_rows_backward(tensor *x, tensor *w, tensor *b, const float *g
     float *dw = w->requires_grad ? tensor_grad(w) + (size_t)row0 * K : NULL;
     float *db = b && b->requires_grad ? tensor_grad(b) + row0 : NULL;
     const float *wr = w->data + (size_t)row0 * K;
-    if (x->requires_grad) {
-        float dx_beta, *dx = tensor_grad_whole(x, &dx_beta);
-        kernels->gemm(false, false, M, K, N, 1.0f, g, wr, dx_beta, dx);
-    }
+    if (x->requires_grad) product_input_grad(x, g, wr, M, K, N);
     if (x->bf16) kernels->linear_backward_bf16_input(NULL, dw, db, g, tensor_bf16(x), wr, M, K, N);
     else kernels->linear_backward(NULL, dw, db, g, x->data, wr, M, K, N);
 }

@@ -253,12 +253,9 @@ void op_residual_linear_split_backward(tape_node *n) {
         int K = h[i]->shape[h[i]->ndim - 1];
         copy_columns(w_part, w->data, N, Kw, k0, K);
         if (dw) vitc_memory()->zero(dw_part, sizeof(float) * (size_t)N * K);
-        if (h[i]->requires_grad) { /* written whole where the part has no gradient yet */
-            float dh_beta, *dh = tensor_grad_whole(h[i], &dh_beta);
-            kernels->gemm(false, false, M, K, N, 1.0f, g, w_part, dh_beta, dh);
-        }
-        kernels->linear_backward(NULL, dw ? dw_part : NULL, i == 0 ? db : NULL, g, h[i]->data, w_part,
-                                 M, K, N);
+        if (h[i]->requires_grad) product_input_grad(h[i], g, w_part, M, K, N);
+        kernels->linear_backward(NULL, dw ? dw_part : NULL, i == 0 ? db : NULL, g, h[i]->data,
+                                 w_part, M, K, N);
         if (dw) add_columns(dw, dw_part, N, Kw, k0, K);
     }
     scratch_done(w_part, n_part);
