@@ -10,10 +10,24 @@
 #include "matmul.h"
 #include "norm.h"
 
-/* a chunk's normalised rows, hidden rows and fc2 rows in about 1 MiB, in whole vectors of 16 */
-int mlp_chunk_rows(const mlp_dims *d) {
+/* rows a chunk, in whole vectors of 16, for M rows in chunks of at most `most` rows shared evenly
+ * among the threads: with chunks of `most` rows, deit_t's 197 rows at batch 1 were one chunk, and
+ * one thread idled */
+static int even_chunk_rows(int64_t M, int most, int threads) {
+    if (M <= 0) return 16;
+    int64_t rounds = (M + (int64_t)most * threads - 1) / ((int64_t)most * threads);
+    int64_t chunks = rounds * threads, rows = (M + chunks - 1) / chunks;
+    return (int)((rows + 15) / 16 * 16);
+}
+
+/* the most rows whose normalised rows, hidden rows and fc2 rows fit in about 1 MiB */
+static int most_chunk_rows(const mlp_dims *d) {
     int rows = (int)((1 << 18) / (2 * d->C + d->hidden)) / 16 * 16;
     return rows < 16 ? 16 : rows;
+}
+
+int mlp_chunk_rows(const mlp_dims *d) {
+    return even_chunk_rows(d->M, most_chunk_rows(d), vitc_threads());
 }
 
 /* floats of one layer's weights packed for gemm_bf16, in whole cache lines */
@@ -126,12 +140,6 @@ static int hidden_chunk_rows(const mlp_dims *d) {
     return most < 32 ? 32 : most;
 }
 
-static int even_chunk_rows(const mlp_dims *d, int threads) {
-    int64_t most = hidden_chunk_rows(d), rounds = (d->M + most * threads - 1) / (most * threads);
-    int64_t chunks = rounds * threads, rows = (d->M + chunks - 1) / chunks;
-    return (int)((rows + 15) / 16 * 16);
-}
-
 size_t mlp_hidden_backward_scratch_floats(const mlp_dims *d) {
     return packed_floats(d->hidden, d->C) + (size_t)vitc_threads() * hidden_chunk_rows(d) * d->hidden;
 }
@@ -139,7 +147,8 @@ size_t mlp_hidden_backward_scratch_floats(const mlp_dims *d) {
 void mlp_hidden_backward_bf16(uint16_t *dh, uint16_t *act, const uint16_t *h, const float *g,
                               const float *w2, const mlp_dims *d, float *scratch) {
     if (d->M == 0) return;
-    int C = d->C, H = d->hidden, threads = vitc_threads(), R = even_chunk_rows(d, threads);
+    int C = d->C, H = d->hidden, threads = vitc_threads();
+    int R = even_chunk_rows(d->M, hidden_chunk_rows(d), threads);
     int64_t chunks = (d->M + R - 1) / R;
     size_t per_thread = (size_t)hidden_chunk_rows(d) * H; /* floats of g w2: the most rows a chunk */
     bf16 *w2p = (bf16 *)scratch; /* fc2's weight as the product g w2 reads it: (C, hidden) */
