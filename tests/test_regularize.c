@@ -1,5 +1,7 @@
 /* Dropout and the drop-path residual step: keep rates, scaling, determinism, gradients through a
  * fixed mask. */
+#include "../src/core/threads.h"
+#include "../src/cpu/mlp.h"
 #include "../src/ops/ops.h"
 #include "gradcheck.h"
 
@@ -245,7 +247,7 @@ static tensor *mlp_fn(tensor **in, const void *ctx) {
 TEST(mlp_residual_in_row_chunks_matches_the_two_ops_and_grad) {
     rng r;
     rng_seed(&r, 76, RNG_TEST);
-    const int B = 3, rows = 2500, C = 8, H = 32; /* 5456-row chunks: two, the second inside sample 2 */
+    const int B = 3, rows = 2500, C = 8, H = 32; /* chunks of 3760 rows on two threads: a sample cut */
     tensor *res = LEAF(&r, 1, B, rows, C), *lw = LEAF(&r, 1, C), *lb = LEAF(&r, 1, C);
     tensor *w1 = LEAF(&r, 0.3f, H, C), *b1 = LEAF(&r, 1, H), *w2 = LEAF(&r, 0.3f, C, H), *b2 = LEAF(&r, 1, C);
     tensor *inputs[7] = {res, lw, lb, w1, b1, w2, b2};
@@ -269,4 +271,26 @@ TEST(mlp_residual_in_row_chunks_matches_the_two_ops_and_grad) {
     tensor *xs = LEAF(&r, 1, 2, 3, 4), *lws = LEAF(&r, 1, 4), *lbs = LEAF(&r, 1, 4), *w1s = LEAF(&r, 0.5f, 6, 4);
     tensor *b1s = LEAF(&r, 1, 6), *w2s = LEAF(&r, 0.5f, 4, 6), *b2s = LEAF(&r, 1, 4);
     EXPECT(GRADCHECK(mlp_fn, NULL, xs, lws, lbs, w1s, b1s, w2s, b2s), "mlp_residual");
+}
+
+/* the step's row chunks hold at most about 1 MiB each, in whole vectors of 16 rows, and there is at
+ * least one a thread where there are 16 rows a thread: deit_t's batch-1 step was one chunk of its
+ * 197 rows, and one thread idled */
+TEST(mlp_residual_row_chunks_give_every_thread_work) {
+    const int64_t Ms[] = {49, 197, 3152, 6304, 50176};
+    const int Cs[] = {96, 192, 384, 768};
+    int threads = vitc_threads();
+    for (int t = 1; t <= 4; t++) {
+        vitc_set_threads(t);
+        for (int i = 0; i < 5; i++)
+            for (int j = 0; j < 4; j++) {
+                mlp_dims d = {Ms[i], Cs[j], 4 * Cs[j], (int)Ms[i]};
+                int R = mlp_chunk_rows(&d);
+                int64_t chunks = (d.M + R - 1) / R, floats = (int64_t)R * (2 * d.C + d.hidden);
+                EXPECT((R & 15) == 0 && floats <= 1 << 18 && chunks >= (d.M / 16 < t ? d.M / 16 : t),
+                       "%d threads, %lld rows of %d channels: %lld chunks of %d rows (%lld floats)",
+                       t, (long long)d.M, d.C, (long long)chunks, R, (long long)floats);
+            }
+    }
+    vitc_set_threads(threads);
 }

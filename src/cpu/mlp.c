@@ -17,7 +17,10 @@ static int even_chunk_rows(int64_t M, int most, int threads) {
     if (M <= 0) return 16;
     int64_t rounds = (M + (int64_t)most * threads - 1) / ((int64_t)most * threads);
     int64_t chunks = rounds * threads, rows = (M + chunks - 1) / chunks;
-    return (int)((rows + 15) / 16 * 16);
+    int64_t whole = (rows + 15) / 16 * 16;
+    /* rounded down where rounding up would leave a thread without a chunk (49 rows, 3 threads) */
+    if (whole > 16 && (M + whole - 1) / whole < threads) whole -= 16;
+    return (int)whole;
 }
 
 /* the most rows whose normalised rows, hidden rows and fc2 rows fit in about 1 MiB */
