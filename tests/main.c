@@ -100,6 +100,7 @@ int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     qsort(tests, n_tests, sizeof(tests[0]), cmp_names);
     vitc_set_threads(0); /* the CLIs' floating-point mode */
+    int threads = vitc_threads(); /* this machine's, restored for every test */
     /* small arena chunks: allocations spill across chunks, exercising mark/release and reset */
     vitc_arena.chunk_bytes = 256 << 10;
     arena_poison = true; /* memory handed out unset is NaN: reading it fails the test */
@@ -112,6 +113,7 @@ int main(int argc, char **argv) {
         CHECK(backend_select_partial("cpu", err, sizeof(err)), "%s", err);
         vitc_set_precision(PRECISION_FP32, NULL);
         gemm_bf16_allow_amx(true);
+        vitc_set_threads(threads);
         tape_reset();
         tape_set_grad_enabled(true);
         arena_reset(&vitc_arena);

@@ -977,6 +977,9 @@ static void capture_qkv_grads(int node, void *ctx) {
  * it whole, from uninitialised memory: tensor_grad_whole). */
 TEST(bf16_attention_writes_qkv_gradients_that_one_product_takes) {
     SKIP_WITHOUT_BF16();
+    /* the bf16 tiles take the backward where its 6-9 pairs keep every thread busy: on 2 threads
+     * (vitc_items_in_parallel); on 4 or more, the fp32 GEMM path, whose gradients are fp32 */
+    vitc_set_threads(2);
     rng r;
     rng_seed(&r, 43, RNG_TEST);
     const int seqs = 3, n = 70;
@@ -1084,6 +1087,7 @@ static void capture_chunk_grads(int node, void *ctx) {
  * rounded gradients (a double reference, within fp32 rounding). */
 TEST(bf16_chunks_round_their_fp32_gradients_for_one_product) {
     SKIP_WITHOUT_BF16();
+    vitc_set_threads(2); /* attention's 4 pairs on the bf16 tiles (as in the test above) */
     rng r;
     rng_seed(&r, 47, RNG_TEST);
     const int seqs = 2, n = 50, heads = 2, d = 32, C = heads * d, M = seqs * n;
