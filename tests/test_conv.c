@@ -213,3 +213,68 @@ TEST(dwconv2d_add_into_equals_the_sliced_input_and_grad) {
     EXPECT_ERROR(op_dwconv2d_add_into(x, 6, 6, w, b, base), "channels 6..12 of input (2, 5, 4, 10)");
     EXPECT_ERROR(op_dwconv2d_add_into(x, 3, 6, w, b, NULL), "no base to add into");
 }
+
+/* the chain the token forms replace: the grid tokens sliced out, the sum concatenated after the
+ * lead tokens of base */
+static tensor *dw_tokens_chain(tensor *x, int lead, int h, int w, tensor *wt, tensor *b,
+                               tensor *base) {
+    int B = x->shape[0], C = x->shape[2], n = x->shape[1];
+    tensor *grid = RESHAPE(op_slice(x, 1, lead, n - lead), B, h, w, C);
+    tensor *patches = RESHAPE(op_slice(base, 1, lead, n - lead), B, h, w, C);
+    tensor *sum = RESHAPE(op_dwconv2d_add(grid, wt, b, patches), B, n - lead, C);
+    return op_concat(2, (tensor *[]){op_slice(base, 1, 0, lead), sum}, 1);
+}
+
+static tensor *dw_tokens_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_dwconv2d_add_tokens_into(in[0], 2, 3, 4, in[1], in[2], fresh_copy(in[3]));
+}
+
+/* Agent and FLatten DeiT: the conv of v's patch tokens added to the attention output's, the class
+ * token's row as it was: as slicing, adding and concatenating */
+TEST(dwconv2d_add_tokens_into_equals_the_sliced_tokens_and_grad) {
+    rng r;
+    rng_seed(&r, 58, RNG_TEST);
+    for (int k = 3; k <= 5; k += 2) { /* 5 > the 3 x 4 grid: every tap on the border */
+        tensor *x = LEAF(&r, 1, 2, 2 + 3 * 4, 6), *w = LEAF(&r, 0.5f, 3, 1, k, k);
+        tensor *b = LEAF(&r, 1, 3), *base = LEAF(&r, 1, 2, 2 + 3 * 4, 6);
+        tensor *chain = dw_tokens_chain(x, 2, 3, 4, w, b, base), *copy = fresh_copy(base);
+        tensor *fused = op_dwconv2d_add_tokens_into(x, 2, 3, 4, w, b, copy);
+        EXPECT(fused->data == copy->data, "k %d: the sum is not in base's memory", k);
+        EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) == 0, "k %d: forward", k);
+        double err = backward_difference(chain, fused, 4, (tensor *[]){x, w, b, base});
+        EXPECT(err < 1e-5, "k %d: gradients differ from the sliced tokens' by %g", k, err);
+        EXPECT(GRADCHECK(dw_tokens_fn, NULL, x, w, b, base), "k %d", k);
+    }
+    tensor *x = RANDN(&r, 1, 2, 13, 6), *w = RANDN(&r, 1, 6, 1, 3, 3);
+    EXPECT_ERROR(op_dwconv2d_add_tokens_into(x, 2, 3, 4, w, NULL, RANDN(&r, 1, 2, 13, 6)),
+                 "input (2, 13, 6) is not (B, 2 + 3 x 4 tokens, C)");
+    x = RANDN(&r, 1, 2, 14, 6);
+    EXPECT_ERROR(op_dwconv2d_add_tokens_into(x, 2, 3, 4, w, NULL, RANDN(&r, 1, 2, 14, 3)),
+                 "base (2, 14, 3) is not shaped as input (2, 14, 6)");
+}
+
+typedef struct {
+    int lead, h, w, oh, ow;
+} pool_tokens_ctx;
+
+static tensor *pool_tokens_fn(tensor **in, const void *ctx) {
+    const pool_tokens_ctx *c = ctx;
+    return op_adaptive_avg_pool2d_tokens(in[0], c->lead, c->h, c->w, c->oh, c->ow);
+}
+
+/* Agent DeiT's agent tokens: pooled from the patch tokens after the class token, no copy first */
+TEST(adaptive_pool_of_tokens_equals_the_pooled_slice_and_grad) {
+    rng r;
+    rng_seed(&r, 59, RNG_TEST);
+    pool_tokens_ctx c = {1, 7, 5, 3, 2};
+    tensor *x = LEAF(&r, 1, 2, 1 + 7 * 5, 4);
+    tensor *y = pool_tokens_fn((tensor *[]){x}, &c);
+    tensor *ref = op_adaptive_avg_pool2d(RESHAPE(op_slice(x, 1, 1, 35), 2, 7, 5, 4), 3, 2);
+    EXPECT(max_rel_diff(y->data, ref->data, ref->numel) == 0, "forward");
+    double err = backward_difference(ref, y, 1, (tensor *[]){x});
+    EXPECT(err < 1e-6, "gradients differ from the pooled slice's by %g", err);
+    EXPECT(GRADCHECK(pool_tokens_fn, &c, x), "7x5 after one token -> 3x2");
+    EXPECT_ERROR(op_adaptive_avg_pool2d_tokens(x, 1, 5, 7, 6, 2), "cannot pool the 5x7 grid");
+    EXPECT_ERROR(op_adaptive_avg_pool2d_tokens(x, 2, 7, 5, 3, 2), "is not (B, 2 + 7 x 5 tokens");
+}

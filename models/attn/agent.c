@@ -148,25 +148,28 @@ static tensor *agent_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     CHECK(n == off + s->h * s->w && m == off + s->hk * s->wk,
           "agent attention: %d queries / %d keys for grids %dx%d / %dx%d", n, m, s->h, s->w, s->hk,
           s->wk);
-    tensor *grid_q = RESHAPE(off ? op_slice(q, 1, off, n - off) : q, b, s->h, s->w, C);
-    tensor *agents = op_adaptive_avg_pool2d(grid_q, a->pool, a->pool);
+    tensor *agents = off ? op_adaptive_avg_pool2d_tokens(q, off, s->h, s->w, a->pool, a->pool)
+                         : op_adaptive_avg_pool2d(RESHAPE(q, b, s->h, s->w, C), a->pool, a->pool);
     agents = RESHAPE(agents, b, s->agent_num, C);
     tensor *b1 = NULL, *b2 = NULL;
     if (s->agent_bias) biases(a, &b1, &b2);
     tensor *agent_v = op_attention(agents, k, v, H, a->scale, b1, NULL, 1);
     tensor *out = op_attention(q, agents, agent_v, H, a->scale, b2, NULL, 1);
     if (!s->dwc) return out;
-    tensor *grid_v = RESHAPE(off ? op_slice(v, 1, off, m - off) : v, b, s->hk, s->wk, C);
+    if (off) { /* DeiT: out + dwc(v) on the patch tokens, the class token's row as it is */
+        CHECK(s->hk == s->h && s->wk == s->w, "agent attention: a class token with keys on a "
+              "%dx%d grid and queries on %dx%d", s->hk, s->wk, s->h, s->w);
+        return op_dwconv2d_add_tokens_into(v, off, s->h, s->w, a->dwc.w, a->dwc.b, out);
+    }
+    tensor *grid_v = RESHAPE(v, b, s->hk, s->wk, C);
     if (s->hk != s->h || s->wk != s->w) { /* PVT with spatial reduction: upsample v to the query grid */
         tensor *planes = RESHAPE(op_permute(grid_v, (int[]){0, 3, 1, 2}), b * C, s->hk, s->wk);
         planes = RESHAPE(op_interp_bilinear(planes, s->h, s->w), b, C, s->h, s->w);
         grid_v = op_permute(planes, (int[]){0, 2, 3, 1});
     }
-    if (!off) /* out + dwc(v) */
-        return RESHAPE(op_dwconv2d_add_into(grid_v, 0, C, a->dwc.w, a->dwc.b, RESHAPE(out, b, s->h, s->w, C)), b, n, C);
-    tensor *patches = RESHAPE(op_slice(out, 1, off, n - off), b, s->h, s->w, C);
-    patches = RESHAPE(op_dwconv2d_add_into(grid_v, 0, C, a->dwc.w, a->dwc.b, patches), b, n - off, C);
-    return op_concat(2, (tensor *[]){op_slice(out, 1, 0, off), patches}, 1);
+    tensor *sum = op_dwconv2d_add_into(grid_v, 0, C, a->dwc.w, a->dwc.b,
+                                       RESHAPE(out, b, s->h, s->w, C)); /* out + dwc(v) */
+    return RESHAPE(sum, b, n, C);
 }
 
 static void agent_destroy(attn *base) {

@@ -36,6 +36,8 @@ static tensor *flatten_forward(attn *base, tensor *q, tensor *k, tensor *v) {
     tensor *kf = op_focus(op_add(k, a->pe), temperature, s->focusing_factor);
     tensor *out = op_linear_attention(qf, kf, v, H);
     if (!s->dwc) return out;
+    if (off && s->hk == s->h && s->wk == s->w) /* DeiT: the class token's row as it is */
+        return op_dwconv2d_add_tokens_into(v, off, s->h, s->w, a->dwc.w, a->dwc.b, out);
     tensor *vp = off ? op_slice(v, 1, off, m - off) : v;
     if (s->hk != s->h || s->wk != s->w) {
         /* spatially reduced keys (PVT sr > 1): each channel's token sequence is linearly resized

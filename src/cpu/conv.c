@@ -97,17 +97,26 @@ static void spread_weights(float *wt, const float *w, const float *b, int C, int
         for (int c = 0; c < C; c++) wt[kk * C + c] = b[c % Cw];
 }
 
+/* the offset in pixels of pixel (y, xx) of image bi, whose H x W grid follows `lead` other tokens
+ * (dwconv2d_forward) */
+static inline int64_t grid_pixel(int64_t bi, int y, int xx, int H, int W, int lead) {
+    return bi * (lead + (int64_t)H * W) + lead + (int64_t)y * W + xx;
+}
+
 void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const float *b,
-                      const float *base, int B, int H, int W, int C, int Cw, int k, float *wt) {
+                      const float *base, int B, int H, int W, int lead, int C, int Cw, int k,
+                      float *wt) {
     int r = k / 2;
     spread_weights(wt, w, b, C, Cw, k * k);
     const float *bias = b ? wt + k * k * C : NULL;
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < (int64_t)B * H; row++) {
-        int bi = (int)(row / H), y = (int)(row % H);
+        int64_t bi = row / H;
+        int y = (int)(row % H);
         for (int xx = 0; xx < W; xx++) {
-            float *o = out + ((row * W) + xx) * C;
-            const float *add = base ? base + ((row * W) + xx) * C : NULL;
+            int64_t p = grid_pixel(bi, y, xx, H, W, lead);
+            float *o = out + p * C;
+            const float *add = base ? base + p * C : NULL;
             for (int c = 0; c < C; c++) o[c] = (bias ? bias[c] : 0.0f) + (add ? add[c] : 0.0f);
             for (int ky = 0; ky < k; ky++) {
                 int iy = y + ky - r;
@@ -115,7 +124,7 @@ void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const 
                 for (int kx = 0; kx < k; kx++) {
                     int ix = xx + kx - r;
                     if (ix < 0 || ix >= W) continue;
-                    const float *src = x + (((int64_t)bi * H + iy) * W + ix) * xC;
+                    const float *src = x + grid_pixel(bi, iy, ix, H, W, lead) * xC;
                     const float *wk = wt + (ky * k + kx) * C;
                     for (int c = 0; c < C; c++) o[c] += wk[c] * src[c];
                 }
@@ -153,16 +162,17 @@ static inline void store_lanes(float *p, vec16 v, int n) {
  * vectors stay in registers. */
 static inline __attribute__((always_inline)) void dw_backward_row(
     float *dx, bool dx_set, float *pw, float *pb, const float *dout, const float *x, int xC,
-    const float *wt, int H, int W, int C, int k, int64_t row, int c, int n) {
-    int r = k / 2, kk = k * k, bi = (int)(row / H), y = (int)(row % H);
+    const float *wt, int H, int W, int lead, int C, int k, int64_t row, int c, int n) {
+    int r = k / 2, kk = k * k, y = (int)(row % H);
+    int64_t first = grid_pixel(row / H, 0, 0, H, W, lead); /* the image's first grid pixel */
     vec16 wk[DW_MAX_K * DW_MAX_K], acc[DW_MAX_K * DW_MAX_K], bias_acc = load_lanes(pb + c, n);
 #pragma GCC unroll 49
     for (int t = 0; t < kk; t++) {
         wk[t] = load_lanes(wt + (size_t)t * C + c, n);
         acc[t] = load_lanes(pw + (size_t)t * C + c, n);
     }
-    const float *g_map = dout + (int64_t)bi * H * W * C + c;
-    const float *x_map = x + (int64_t)bi * H * W * xC + c;
+    const float *g_map = dout + first * C + c;
+    const float *x_map = x + first * xC + c;
     for (int xx = 0; xx < W; xx++) {
         vec16 g = load_lanes(g_map + ((int64_t)y * W + xx) * C, n), d = {0};
         bias_acc += g;
@@ -179,7 +189,7 @@ static inline __attribute__((always_inline)) void dw_backward_row(
             }
         }
         if (dx) {
-            float *dst = dx + (row * W + xx) * xC + c;
+            float *dst = dx + (first + (int64_t)y * W + xx) * xC + c;
             store_lanes(dst, dx_set ? load_lanes(dst, n) + d : d, n);
         }
     }
@@ -189,8 +199,8 @@ static inline __attribute__((always_inline)) void dw_backward_row(
 }
 
 void dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db, const float *dout,
-                       const float *x, int xC, const float *w, int B, int H, int W, int C, int Cw,
-                       int k, float *wt, float *partial) {
+                       const float *x, int xC, const float *w, int B, int H, int W, int lead,
+                       int C, int Cw, int k, float *wt, float *partial) {
     int kk = k * k;
     bool dx_set = dx_beta != 0.0f;
     int64_t rows = (int64_t)B * H;
@@ -208,8 +218,11 @@ void dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db, const flo
             for (int c = 0; c < C; c += 16) {
                 int n = C - c < 16 ? C - c : 16;
                 if (k == 3)
-                    dw_backward_row(dx, dx_set, pw, pb, dout, x, xC, wt, H, W, C, 3, row, c, n);
-                else dw_backward_row(dx, dx_set, pw, pb, dout, x, xC, wt, H, W, C, k, row, c, n);
+                    dw_backward_row(dx, dx_set, pw, pb, dout, x, xC, wt, H, W, lead, C, 3, row, c,
+                                    n);
+                else
+                    dw_backward_row(dx, dx_set, pw, pb, dout, x, xC, wt, H, W, lead, C, k, row, c,
+                                    n);
             }
     }
     if (!dw && !db) return;
@@ -228,7 +241,8 @@ static inline int bin_end(int i, int in, int out) {
     return (int)(((int64_t)(i + 1) * in + out - 1) / out);
 }
 
-void adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int C, int oh, int ow) {
+void adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int lead, int C,
+                                 int oh, int ow) {
 #pragma omp parallel for schedule(static)
     for (int64_t cell = 0; cell < (int64_t)B * oh * ow; cell++) {
         int j = (int)(cell % ow), i = (int)(cell / ow % oh), b = (int)(cell / ((int64_t)ow * oh));
@@ -238,7 +252,7 @@ void adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W
         for (int c = 0; c < C; c++) o[c] = 0;
         for (int y = y0; y < y1; y++)
             for (int xx = x0; xx < x1; xx++) {
-                const float *src = x + (((int64_t)b * H + y) * W + xx) * C;
+                const float *src = x + grid_pixel(b, y, xx, H, W, lead) * C;
                 for (int c = 0; c < C; c++) o[c] += src[c];
             }
         float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
@@ -246,7 +260,8 @@ void adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W
     }
 }
 
-void adaptive_avg_pool2d_backward(float *dx, const float *dout, int B, int H, int W, int C, int oh, int ow) {
+void adaptive_avg_pool2d_backward(float *dx, const float *dout, int B, int H, int W, int lead,
+                                  int C, int oh, int ow) {
     /* bins may overlap: one image per thread keeps the scatter race-free */
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++)
@@ -258,7 +273,7 @@ void adaptive_avg_pool2d_backward(float *dx, const float *dout, int B, int H, in
                 float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
                 for (int y = y0; y < y1; y++)
                     for (int xx = x0; xx < x1; xx++) {
-                        float *d = dx + (((int64_t)b * H + y) * W + xx) * C;
+                        float *d = dx + grid_pixel(b, y, xx, H, W, lead) * C;
                         for (int c = 0; c < C; c++) d[c] += g[c] * inv;
                     }
             }

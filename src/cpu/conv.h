@@ -19,21 +19,27 @@ void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const f
  * of xC channels, w (Cw, k*k), b (Cw)
  * or NULL with Cw dividing C, channel c taking kernel c mod Cw; base shaped like out, or NULL; wt
  * scratch: (k*k + 1) * C floats (the weights spread over the channels so the channel loop is
- * contiguous, then the bias) */
+ * contiguous, then the bias). Each image of x, out and base (and of the backward's dout and dx) is
+ * lead + H*W pixels, the grid after `lead` other tokens (a class token), which the conv neither
+ * reads nor writes. */
 void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const float *b,
-                      const float *base, int B, int H, int W, int C, int Cw, int k, float *wt);
+                      const float *base, int B, int H, int W, int lead, int C, int Cw, int k,
+                      float *wt);
 /* k odd and at most DW_MAX_K; dx = dx_beta dx + x's gradient (dx_beta 0: dx unset, not read), dw
  * and db added into; partial: scratch of DW_CHUNKS * (k*k + 1) * C floats for the deterministic
  * dw/db reduction */
 #define DW_CHUNKS 16
 #define DW_MAX_K 7
 void dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db, const float *dout,
-                       const float *x, int xC, const float *w, int B, int H, int W, int C, int Cw,
-                       int k, float *wt, float *partial);
+                       const float *x, int xC, const float *w, int B, int H, int W, int lead,
+                       int C, int Cw, int k, float *wt, float *partial);
 
-/* x (B, H, W, C) -> out (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)) */
-void adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int C, int oh, int ow);
-void adaptive_avg_pool2d_backward(float *dx, const float *dout, int B, int H, int W, int C, int oh, int ow);
+/* x (B, H, W, C) -> out (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)); each image of x
+ * (and dx) is lead + H*W pixels, as dwconv2d's */
+void adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int lead, int C,
+                                 int oh, int ow);
+void adaptive_avg_pool2d_backward(float *dx, const float *dout, int B, int H, int W, int lead,
+                                  int C, int oh, int ow);
 
 /* planes x (P, hi, wi) -> out (P, ho, wo) */
 void interp_bilinear_forward(float *out, const float *x, int P, int hi, int wi, int ho, int wo);

@@ -100,37 +100,43 @@ extern "C" void cuda_conv2d_backward(float *dx, float *dw, float *db, const floa
 
 /* ---- depthwise conv (stride 1, zero padding k/2; channel c takes kernel c mod Cw) ---- */
 
+/* pixel (y, xx) of image bi, whose H x W grid follows `lead` other tokens (dwconv2d_forward) */
+static __device__ int64_t grid_pixel(int64_t bi, int y, int xx, int H, int W, int lead) {
+    return bi * (lead + (int64_t)H * W) + lead + (int64_t)y * W + xx;
+}
+
 static __global__ void dwconv2d_forward_kernel(float *out, const float *x, int xC, const float *w,
                                                const float *b, const float *base, int B, int H,
-                                               int W, int C, int Cw, int k) {
+                                               int W, int lead, int C, int Cw, int k) {
     const int r = k / 2;
     GRID_STRIDE_LOOP(i, (int64_t)B * H * W * C) {
         const int c = (int)(i % C), xx = (int)(i / C % W), y = (int)(i / C / W % H);
         const int64_t bi = i / ((int64_t)C * W * H);
+        const int64_t o_at = grid_pixel(bi, y, xx, H, W, lead) * C + c;
         const float *wk = w + (c % Cw) * k * k;
-        float o = (b ? b[c % Cw] : 0.0f) + (base ? base[i] : 0.0f);
+        float o = (b ? b[c % Cw] : 0.0f) + (base ? base[o_at] : 0.0f);
         for (int ky = 0; ky < k; ky++) {
             const int iy = y + ky - r;
             if (iy < 0 || iy >= H) continue;
             for (int kx = 0; kx < k; kx++) {
                 const int ix = xx + kx - r;
                 if (ix < 0 || ix >= W) continue;
-                o += wk[ky * k + kx] * x[((bi * H + iy) * W + ix) * xC + c];
+                o += wk[ky * k + kx] * x[grid_pixel(bi, iy, ix, H, W, lead) * xC + c];
             }
         }
-        out[i] = o;
+        out[o_at] = o;
     }
 }
 
 /* dx (pixel, c) = dx_beta dx + the taps' weights times the gradients of the outputs whose windows
  * cover it (dx_beta 0: dx unset, not read) */
 static __global__ void dwconv2d_dx_kernel(float *dx, float dx_beta, const float *dout, int xC,
-                                          const float *w, int B, int H, int W, int C, int Cw,
-                                          int k) {
+                                          const float *w, int B, int H, int W, int lead, int C,
+                                          int Cw, int k) {
     const int r = k / 2;
     GRID_STRIDE_LOOP(i, (int64_t)B * H * W * C) {
         const int c = (int)(i % C), xx = (int)(i / C % W), y = (int)(i / C / W % H);
-        const int64_t bi = i / ((int64_t)C * W * H), pixel = i / C;
+        const int64_t bi = i / ((int64_t)C * W * H), pixel = grid_pixel(bi, y, xx, H, W, lead);
         const float *wk = w + (c % Cw) * k * k;
         float d = dx_beta != 0.0f ? dx[pixel * xC + c] : 0.0f;
         for (int ky = 0; ky < k; ky++) {
@@ -139,7 +145,7 @@ static __global__ void dwconv2d_dx_kernel(float *dx, float dx_beta, const float 
             for (int kx = 0; kx < k; kx++) {
                 const int ox = xx - kx + r;
                 if (ox < 0 || ox >= W) continue;
-                d += wk[ky * k + kx] * dout[((bi * H + oy) * W + ox) * C + c];
+                d += wk[ky * k + kx] * dout[grid_pixel(bi, oy, ox, H, W, lead) * C + c];
             }
         }
         dx[pixel * xC + c] = d;
@@ -148,7 +154,8 @@ static __global__ void dwconv2d_dx_kernel(float *dx, float dx_beta, const float 
 
 /* partial (chunk, t, c): chunk's rows' sum of dout · x at tap t (t == k*k: of dout, the bias's) */
 static __global__ void dwconv2d_partial_kernel(float *partial, const float *dout, const float *x,
-                                               int xC, int B, int H, int W, int C, int k) {
+                                               int xC, int B, int H, int W, int lead, int C,
+                                               int k) {
     const int r = k / 2, kk = k * k;
     const int64_t rows = (int64_t)B * H, per = (rows + DW_CHUNKS - 1) / DW_CHUNKS;
     GRID_STRIDE_LOOP(i, (int64_t)DW_CHUNKS * (kk + 1) * C) {
@@ -161,14 +168,14 @@ static __global__ void dwconv2d_partial_kernel(float *partial, const float *dout
             const int y = (int)(row % H), iy = y + ky - r;
             if (t < kk && (iy < 0 || iy >= H)) continue;
             for (int xx = 0; xx < W; xx++) {
-                const float g = dout[(row * W + xx) * C + c];
+                const float g = dout[grid_pixel(bi, y, xx, H, W, lead) * C + c];
                 if (t == kk) {
                     acc += g;
                     continue;
                 }
                 const int ix = xx + kx - r;
                 if (ix < 0 || ix >= W) continue;
-                acc += g * x[((bi * H + iy) * W + ix) * xC + c];
+                acc += g * x[grid_pixel(bi, iy, ix, H, W, lead) * xC + c];
             }
         }
         partial[i] = acc;
@@ -193,31 +200,31 @@ static __global__ void dwconv2d_reduce_kernel(float *dw, float *db, const float 
 
 extern "C" void cuda_dwconv2d_forward(float *out, const float *x, int xC, const float *w,
                                       const float *b, const float *base, int B, int H, int W,
-                                      int C, int Cw, int k, float *wt) {
+                                      int lead, int C, int Cw, int k, float *wt) {
     (void)wt; /* the CPU's contiguous copy of the weights; each thread reads its channel's here */
     const int64_t n = (int64_t)B * H * W * C;
     if (n == 0) return;
-    dwconv2d_forward_kernel<<<flat_blocks(n), FLAT_THREADS>>>(out, x, xC, w, b, base, B, H, W, C,
-                                                               Cw, k);
+    dwconv2d_forward_kernel<<<flat_blocks(n), FLAT_THREADS>>>(out, x, xC, w, b, base, B, H, W,
+                                                               lead, C, Cw, k);
     CUDA_LAUNCHED();
 }
 
 extern "C" void cuda_dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db,
                                        const float *dout, const float *x, int xC, const float *w,
-                                       int B, int H, int W, int C, int Cw, int k, float *wt,
-                                       float *partial) {
+                                       int B, int H, int W, int lead, int C, int Cw, int k,
+                                       float *wt, float *partial) {
     (void)wt;
     const int64_t n = (int64_t)B * H * W * C;
     if (n == 0) return;
     if (dx) {
-        dwconv2d_dx_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dx, dx_beta, dout, xC, w, B, H, W, C,
-                                                             Cw, k);
+        dwconv2d_dx_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dx, dx_beta, dout, xC, w, B, H, W,
+                                                             lead, C, Cw, k);
         CUDA_LAUNCHED();
     }
     if (!dw && !db) return;
     const int64_t n_partial = (int64_t)DW_CHUNKS * (k * k + 1) * C;
     dwconv2d_partial_kernel<<<flat_blocks(n_partial), FLAT_THREADS>>>(partial, dout, x, xC, B, H,
-                                                                       W, C, k);
+                                                                       W, lead, C, k);
     CUDA_LAUNCHED();
     const int64_t n_out = (int64_t)Cw * (k * k + 1);
     dwconv2d_reduce_kernel<<<flat_blocks(n_out), FLAT_THREADS>>>(dw, db, partial, C, Cw, k);
@@ -231,8 +238,8 @@ static __device__ int bin_end(int i, int in, int out) {
     return (int)(((int64_t)(i + 1) * in + out - 1) / out);
 }
 
-static __global__ void pool_forward_kernel(float *out, const float *x, int B, int H, int W, int C,
-                                           int oh, int ow) {
+static __global__ void pool_forward_kernel(float *out, const float *x, int B, int H, int W,
+                                           int lead, int C, int oh, int ow) {
     GRID_STRIDE_LOOP(i, (int64_t)B * oh * ow * C) {
         const int c = (int)(i % C), j = (int)(i / C % ow), r = (int)(i / C / ow % oh);
         const int64_t b = i / ((int64_t)C * ow * oh);
@@ -240,7 +247,7 @@ static __global__ void pool_forward_kernel(float *out, const float *x, int B, in
         const int x0 = bin_start(j, W, ow), x1 = bin_end(j, W, ow);
         float o = 0;
         for (int y = y0; y < y1; y++)
-            for (int xx = x0; xx < x1; xx++) o += x[((b * H + y) * W + xx) * C + c];
+            for (int xx = x0; xx < x1; xx++) o += x[grid_pixel(b, y, xx, H, W, lead) * C + c];
         out[i] = o * (1.0f / (float)((y1 - y0) * (x1 - x0)));
     }
 }
@@ -255,14 +262,15 @@ static __device__ void bins_of(int p, int in, int out, int *first, int *last) {
 
 /* dx (pixel, c) += each covering bin's gradient over the bin's size, bins in (i, j) order */
 static __global__ void pool_backward_kernel(float *dx, const float *dout, int B, int H, int W,
-                                            int C, int oh, int ow) {
+                                            int lead, int C, int oh, int ow) {
     GRID_STRIDE_LOOP(n, (int64_t)B * H * W * C) {
         const int c = (int)(n % C), xx = (int)(n / C % W), y = (int)(n / C / W % H);
         const int64_t b = n / ((int64_t)C * W * H);
         int i0, i1, j0, j1;
         bins_of(y, H, oh, &i0, &i1);
         bins_of(xx, W, ow, &j0, &j1);
-        float d = dx[n];
+        const int64_t at = grid_pixel(b, y, xx, H, W, lead) * C + c;
+        float d = dx[at];
         for (int i = i0; i <= i1; i++) {
             const int y0 = bin_start(i, H, oh), y1 = bin_end(i, H, oh);
             for (int j = j0; j <= j1; j++) {
@@ -271,23 +279,23 @@ static __global__ void pool_backward_kernel(float *dx, const float *dout, int B,
                 d += dout[((b * oh + i) * ow + j) * C + c] * inv;
             }
         }
-        dx[n] = d;
+        dx[at] = d;
     }
 }
 
 extern "C" void cuda_adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W,
-                                                 int C, int oh, int ow) {
+                                                 int lead, int C, int oh, int ow) {
     const int64_t n = (int64_t)B * oh * ow * C;
     if (n == 0) return;
-    pool_forward_kernel<<<flat_blocks(n), FLAT_THREADS>>>(out, x, B, H, W, C, oh, ow);
+    pool_forward_kernel<<<flat_blocks(n), FLAT_THREADS>>>(out, x, B, H, W, lead, C, oh, ow);
     CUDA_LAUNCHED();
 }
 
 extern "C" void cuda_adaptive_avg_pool2d_backward(float *dx, const float *dout, int B, int H,
-                                                  int W, int C, int oh, int ow) {
+                                                  int W, int lead, int C, int oh, int ow) {
     const int64_t n = (int64_t)B * H * W * C;
     if (n == 0) return;
-    pool_backward_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dx, dout, B, H, W, C, oh, ow);
+    pool_backward_kernel<<<flat_blocks(n), FLAT_THREADS>>>(dx, dout, B, H, W, lead, C, oh, ow);
     CUDA_LAUNCHED();
 }
 

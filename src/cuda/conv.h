@@ -20,16 +20,17 @@ void cuda_conv2d_backward(float *dx, float *dw, float *db, const float *dout, co
 
 /* out = base + depthwise k x k conv (see dwconv2d_forward); wt is not needed here */
 void cuda_dwconv2d_forward(float *out, const float *x, int xC, const float *w, const float *b,
-                           const float *base, int B, int H, int W, int C, int Cw, int k, float *wt);
+                           const float *base, int B, int H, int W, int lead, int C, int Cw, int k,
+                           float *wt);
 /* partial: DW_CHUNKS * (k*k + 1) * C floats, the row chunks' sums of dw and db, added in order */
 void cuda_dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db, const float *dout,
-                            const float *x, int xC, const float *w, int B, int H, int W, int C,
-                            int Cw, int k, float *wt, float *partial);
+                            const float *x, int xC, const float *w, int B, int H, int W, int lead,
+                            int C, int Cw, int k, float *wt, float *partial);
 
-void cuda_adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int C,
-                                      int oh, int ow);
-void cuda_adaptive_avg_pool2d_backward(float *dx, const float *dout, int B, int H, int W, int C,
-                                       int oh, int ow);
+void cuda_adaptive_avg_pool2d_forward(float *out, const float *x, int B, int H, int W, int lead,
+                                      int C, int oh, int ow);
+void cuda_adaptive_avg_pool2d_backward(float *dx, const float *dout, int B, int H, int W, int lead,
+                                       int C, int oh, int ow);
 
 void cuda_interp_bilinear_forward(float *out, const float *x, int P, int hi, int wi, int ho,
                                   int wo);

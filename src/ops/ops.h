@@ -92,8 +92,15 @@ tensor *op_dwconv2d_add(tensor *x, tensor *w, tensor *b, tensor *base);
  * base's memory: base is consumed (nothing may read it afterwards, as the output of an attention
  * core that only the DWC or LePE reads), so the sum costs no activation memory of its own */
 tensor *op_dwconv2d_add_into(tensor *x, int c0, int channels, tensor *w, tensor *b, tensor *base);
+/* op_dwconv2d_add_into for tokens: x and base (B, lead + h*w, C), whose h x w grids follow `lead`
+ * other tokens (a class token) that pass through unchanged, with no copies of the grids (op_slice)
+ * nor of the result (op_concat) */
+tensor *op_dwconv2d_add_tokens_into(tensor *x, int lead, int h, int w, tensor *wt, tensor *b,
+                                    tensor *base);
 /* nn.AdaptiveAvgPool2d: x (B, H, W, C) -> (B, oh, ow, C), bins [floor(i*H/oh), ceil((i+1)*H/oh)) */
 tensor *op_adaptive_avg_pool2d(tensor *x, int oh, int ow);
+/* the same of the h x w grid of tokens x (B, lead + h*w, C) that follows `lead` others */
+tensor *op_adaptive_avg_pool2d_tokens(tensor *x, int lead, int h, int w, int oh, int ow);
 /* F.interpolate(mode='bilinear', align_corners=False) of planes: x (P, Hi, Wi) -> (P, Ho, Wo) */
 tensor *op_interp_bilinear(tensor *x, int ho, int wo);
 

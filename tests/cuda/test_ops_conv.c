@@ -1,6 +1,6 @@
 /* The convolution-family ops (src/ops/conv.c) on the device against the CPU: grouped and strided
- * conv2d, depthwise conv with shared kernels and onto a base, pooling to uneven overlapping bins,
- * bilinear resize up and down. */
+ * conv2d, depthwise conv with shared kernels and onto a base, pooling to uneven overlapping bins
+ * (both also of the grid of tokens after a class token), bilinear resize up and down. */
 #include "device_check.h"
 #include "ops/ops.h"
 
@@ -47,6 +47,11 @@ static tensor *dwconv2d_add_into(tensor **in, const void *ctx) {
     return op_dwconv2d_add_into(in[0], *c0, in[3]->shape[3], in[1], in[2], op_scale(in[3], 1.0f));
 }
 
+static tensor *dwconv2d_add_tokens_into(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_dwconv2d_add_tokens_into(in[0], 2, 7, 9, in[1], in[2], op_scale(in[3], 1.0f));
+}
+
 TEST(cuda_op_dwconv2d) {
     REQUIRE_DEVICE();
     rng r;
@@ -67,11 +72,20 @@ TEST(cuda_op_dwconv2d) {
            *base8 = LEAF(&r, 1.0f, 2, 7, 9, 8);
     err = DEVICE_CHECK(dwconv2d_add_into, (&(int){4}), x20, w8, b8, base8);
     EXPECT(err <= DEVICE_TOL, "channels 4..11 into a base: max rel err %.2e", err);
+    /* tokens: 7x9 grids after 2 lead tokens that pass through (Agent DeiT's class token) */
+    tensor *xt = LEAF(&r, 1.0f, 2, 2 + 7 * 9, 12), *baset = LEAF(&r, 1.0f, 2, 2 + 7 * 9, 12);
+    err = DEVICE_CHECK(dwconv2d_add_tokens_into, NULL, xt, w, b, baset);
+    EXPECT(err <= DEVICE_TOL, "tokens after 2 others: max rel err %.2e", err);
 }
 
 static tensor *pool(tensor **in, const void *ctx) {
     const int *o = ctx;
     return op_adaptive_avg_pool2d(in[0], o[0], o[1]);
+}
+
+static tensor *pool_tokens(tensor **in, const void *ctx) {
+    (void)ctx;
+    return op_adaptive_avg_pool2d_tokens(in[0], 1, 11, 13, 4, 5);
 }
 
 TEST(cuda_op_adaptive_avg_pool2d) {
@@ -85,6 +99,9 @@ TEST(cuda_op_adaptive_avg_pool2d) {
         double err = DEVICE_CHECK(pool, outs[i], x);
         EXPECT(err <= DEVICE_TOL, "11x13 to %dx%d: max rel err %.2e", outs[i][0], outs[i][1], err);
     }
+    tensor *tokens = LEAF(&r, 1.0f, 2, 1 + 11 * 13, 5);
+    double err = DEVICE_CHECK(pool_tokens, NULL, tokens);
+    EXPECT(err <= DEVICE_TOL, "the 11x13 grid after a token to 4x5: max rel err %.2e", err);
 }
 
 static tensor *interp(tensor **in, const void *ctx) {
