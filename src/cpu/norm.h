@@ -6,6 +6,12 @@
 /* x (M, C) -> out (M, C); writes the row mean and rstd (M) for the backward */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
                        const float *b, int64_t M, int C, float eps);
+/* layernorm_forward of the map x (B, H, W, C) written as its windows (window_copy's layout: of the
+ * map rolled by -shift), in fp32 to out or, where out_bf16 is given, rounded to bf16 there (out
+ * unused); mean and rstd in the map's order. One pass: no map-order copy of the result. */
+void layernorm_windows_forward(float *out, uint16_t *out_bf16, float *mean, float *rstd,
+                               const float *x, const float *w, const float *b, int B, int H, int W,
+                               int C, int wh, int ww, int shift, float eps);
 /* out = the layernorm of x with the row statistics layernorm_forward wrote (a recomputation) */
 void layernorm_apply(float *out, const float *x, const float *mean, const float *rstd,
                      const float *w, const float *b, int64_t M, int C);

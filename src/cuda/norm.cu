@@ -6,10 +6,10 @@
 #include "common.cuh"
 #include "norm.h"
 
-static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
-                                                const float *x, const float *w, const float *b,
-                                                int C, float eps) {
-    const int64_t r = blockIdx.x;
+/* row r of x normalised into row `to` of out, or of out_bf16 where given */
+static __device__ void layernorm_row(float *out, uint16_t *out_bf16, float *mean, float *rstd,
+                                     const float *x, const float *w, const float *b, int C,
+                                     float eps, int64_t r, int64_t to) {
     const float *xr = x + r * C;
     float s = 0;
     for (int j = threadIdx.x; j < C; j += blockDim.x) s += xr[j];
@@ -18,9 +18,31 @@ static __global__ void layernorm_forward_kernel(float *out, float *mean, float *
     float q = 0;
     for (int j = threadIdx.x; j < C; j += blockDim.x) q += (xr[j] - m) * (xr[j] - m);
     const float rs = 1.0f / sqrtf(block_sum(q) / C + eps);
-    float *o = out + r * C;
-    for (int j = threadIdx.x; j < C; j += blockDim.x) o[j] = (xr[j] - m) * rs * w[j] + b[j];
+    for (int j = threadIdx.x; j < C; j += blockDim.x) {
+        const float o = (xr[j] - m) * rs * w[j] + b[j];
+        if (out_bf16) out_bf16[to * C + j] = bf16_bits(o);
+        else out[to * C + j] = o;
+    }
     if (threadIdx.x == 0) mean[r] = m, rstd[r] = rs;
+}
+
+static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
+                                                const float *x, const float *w, const float *b,
+                                                int C, float eps) {
+    layernorm_row(out, NULL, mean, rstd, x, w, b, C, eps, blockIdx.x, blockIdx.x);
+}
+
+/* one block per map pixel, written to its place among the windows of the map rolled by -shift */
+static __global__ void layernorm_windows_kernel(float *out, uint16_t *out_bf16, float *mean,
+                                                float *rstd, const float *x, const float *w,
+                                                const float *b, int H, int W, int C, int wh,
+                                                int ww, int shift, float eps) {
+    const int64_t r = blockIdx.x, bi = r / ((int64_t)H * W);
+    const int sh = ((shift % H) + H) % H, sw = ((shift % W) + W) % W;
+    const int y = ((int)(r / W % H) - sh + H) % H, xx = ((int)(r % W) - sw + W) % W;
+    const int64_t win = (bi * (H / wh) + y / wh) * (W / ww) + xx / ww;
+    layernorm_row(out, out_bf16, mean, rstd, x, w, b, C, eps, r,
+                  (win * wh + y % wh) * ww + xx % ww);
 }
 
 extern "C" void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
@@ -28,6 +50,17 @@ extern "C" void cuda_layernorm_forward(float *out, float *mean, float *rstd, con
                                        float eps) {
     if (M == 0) return;
     layernorm_forward_kernel<<<row_blocks(M), ROW_THREADS>>>(out, mean, rstd, x, w, b, C, eps);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void cuda_layernorm_windows_forward(float *out, uint16_t *out_bf16, float *mean,
+                                               float *rstd, const float *x, const float *w,
+                                               const float *b, int B, int H, int W, int C, int wh,
+                                               int ww, int shift, float eps) {
+    const int64_t M = (int64_t)B * H * W;
+    if (M == 0) return;
+    layernorm_windows_kernel<<<row_blocks(M), ROW_THREADS>>>(out, out_bf16, mean, rstd, x, w, b,
+                                                               H, W, C, wh, ww, shift, eps);
     CUDA_LAUNCHED();
 }
 

@@ -11,6 +11,10 @@ extern "C" {
 /* x (M, C) -> out (M, C); writes the row mean and rstd (M) for the backward */
 void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
                             const float *b, int64_t M, int C, float eps);
+/* layernorm_forward written as the map's windows, fp32 to out or bf16 to out_bf16 where given */
+void cuda_layernorm_windows_forward(float *out, uint16_t *out_bf16, float *mean, float *rstd,
+                                    const float *x, const float *w, const float *b, int B, int H,
+                                    int W, int C, int wh, int ww, int shift, float eps);
 /* out = the layernorm of x with the row statistics layernorm_forward wrote (a recomputation) */
 void cuda_layernorm_apply(float *out, const float *x, const float *mean, const float *rstd,
                           const float *w, const float *b, int64_t M, int C);

@@ -54,7 +54,8 @@
     X(mlp_residual_forward) X(mlp_scratch_floats) X(mlp_hidden_backward_scratch_floats)            \
     X(mlp_hidden_backward_bf16) X(scale_groups)
 #define KERNELS_NORM(X)                                                                            \
-    X(layernorm_forward) X(layernorm_apply) X(layernorm_backward) X(l2norm_forward)                \
+    X(layernorm_forward) X(layernorm_windows_forward) X(layernorm_apply) X(layernorm_backward)     \
+    X(l2norm_forward)                                                                              \
     X(l2norm_backward) X(softmax_forward) X(softmax_backward) X(mean_forward) X(mean_backward)
 #define KERNELS_SHAPE(X) X(permute_forward) X(permute_backward) X(block_copy)
 #define KERNELS_SPATIAL(X)                                                                         \

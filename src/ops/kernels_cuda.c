@@ -52,7 +52,8 @@ const kernel_table cuda_kernels = {
     CUDA_KERNEL(adaptive_avg_pool2d_backward) CUDA_KERNEL(interp_bilinear_forward)
     CUDA_KERNEL(interp_bilinear_backward)
     /* norm */
-    CUDA_KERNEL(layernorm_forward) CUDA_KERNEL(layernorm_backward) CUDA_KERNEL(softmax_forward)
+    CUDA_KERNEL(layernorm_forward) CUDA_KERNEL(layernorm_windows_forward)
+    CUDA_KERNEL(layernorm_backward) CUDA_KERNEL(softmax_forward)
     CUDA_KERNEL(softmax_backward) CUDA_KERNEL(layernorm_apply) CUDA_KERNEL(l2norm_forward)
     CUDA_KERNEL(l2norm_backward) CUDA_KERNEL(mean_forward) CUDA_KERNEL(mean_backward)
     /* adaln */

@@ -113,26 +113,15 @@ tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh,
     CHECK(w->numel == C && b->numel == C, "layernorm_windows: weight %s / bias %s do not match %s",
           SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
     int64_t M = x->numel / C;
-    size_t numel = (size_t)x->numel;
     /* under bf16 the windows are bf16: only the products of the linear layers after this op read
      * them (op_reads_bf16), the backward reading x */
     bool out_bf16 = op_keeps_bf16();
     int shape[3] = {B * (H / wh) * (W / ww), wh * ww, C};
     tensor *out = out_bf16 ? tensor_new_bf16(3, shape) : tensor_new(3, shape);
     tensor *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
-    bool one_window = wh == H && ww == W && shift % H == 0 && shift % W == 0;
-    /* the normalised map, then its windows: in out where it holds floats, else in scratch */
-    float *map_scratch = one_window && !out_bf16 ? NULL : scratch_floats(numel);
-    float *windows_scratch = !one_window && out_bf16 ? scratch_floats(numel) : NULL;
-    float *y = map_scratch ? map_scratch : out->data, *windows = y;
-    kernels->layernorm_forward(y, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
-    if (!one_window) {
-        windows = windows_scratch ? windows_scratch : out->data;
-        kernels->window_copy(windows, y, B, H, W, C, wh, ww, shift, true, false);
-    }
-    if (out_bf16) kernels->bf16_store(tensor_bf16(out), windows, (int64_t)numel);
-    scratch_done(windows_scratch, numel);
-    scratch_done(map_scratch, numel);
+    kernels->layernorm_windows_forward(out_bf16 ? NULL : out->data,
+                                       out_bf16 ? tensor_bf16(out) : NULL, mean->data, rstd->data,
+                                       x->data, w->data, b->data, B, H, W, C, wh, ww, shift, eps);
     op_macs += 5.0 * (double)x->numel;
     tape_node *n = tape_record(OP_LAYERNORM_WINDOWS, out, 3, (tensor *[]){x, w, b});
     if (n) {
