@@ -1,5 +1,6 @@
 /* Core: arena, tape bookkeeping, op table, rng, error checks. */
 #include <math.h>
+#include <time.h>
 
 #include "../src/core/memory.h"
 #include "../src/core/threads.h"
@@ -289,6 +290,43 @@ TEST(tape_records_only_with_grad_inputs_and_grad_mode) {
     tape_set_grad_enabled(prev);
     y = op_linear(x, w, NULL);
     EXPECT(tape_size() == 1 && y->requires_grad, "did not record: %d nodes", tape_size());
+}
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* bench --profile's sums: every op's forward and backward once, their times within the wall time,
+ * nothing counted once stopped, zeroed by the next start */
+TEST(tape_profile_counts_each_op_and_its_backward) {
+    rng r;
+    rng_seed(&r, 2, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 256, 64), *w = LEAF(&r, 1, 128, 64);
+    double t0 = seconds_now();
+    tape_profile_start();
+    tensor *y = op_gelu(op_linear(x, w, NULL));
+    tape_backward_from(y, RANDN(&r, 1, 256, 128)->data);
+    tape_profile_stop();
+    double wall = seconds_now() - t0, sum = 0;
+    const tape_op_time *t = tape_profile();
+    for (int op = 0; op < OP_COUNT; op++) {
+        long calls = op == OP_LINEAR || op == OP_GELU ? 1 : 0;
+        EXPECT(t[op].forward_calls == calls && t[op].backward_calls == calls,
+               "%s: %ld forward and %ld backward calls, expected %ld", op_table[op].name,
+               t[op].forward_calls, t[op].backward_calls, calls);
+        EXPECT(t[op].forward_s >= 0 && t[op].backward_s >= 0, "%s: negative time",
+               op_table[op].name);
+        sum += t[op].forward_s + t[op].backward_s;
+    }
+    EXPECT(t[OP_LINEAR].backward_s > 0 && sum <= wall, "ops %g s within a wall time of %g s", sum,
+           wall);
+    op_linear(x, w, NULL);
+    EXPECT(t[OP_LINEAR].forward_calls == 1, "counted after tape_profile_stop");
+    tape_profile_start();
+    tape_profile_stop();
+    EXPECT(t[OP_LINEAR].forward_calls == 0 && t[OP_GELU].backward_s == 0, "not zeroed by a start");
 }
 
 TEST(shape_errors_name_the_shapes) {

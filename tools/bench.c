@@ -11,7 +11,10 @@
  * within seconds), and both medians are printed.
  * Under mpirun the training step is data-parallel as in train (--batch is the global batch): it also
  * prints the time per step spent waiting for the gradient allreduce, and the time the same allreduce
- * takes alone after the step, whose ratio is the share the overlap with the backward hid. */
+ * takes alone after the step, whose ratio is the share the overlap with the backward hid.
+ * --profile also prints to stderr where a timed step's time goes, op by op (forward and backward
+ * milliseconds a step, calls a step: core/tape.h says how an op's time is counted), the rest (the
+ * optimizer, the loss's seed) as "outside the ops". */
 #define SGEMM_CALLS_PER_STEP 5
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -30,6 +33,7 @@
 #include "cpu/gemm_bf16.h"
 #include "dist/dist.h"
 #include "ops/backend.h"
+#include "ops/op_table.h"
 #include "train/grad_sync.h"
 #include "train/optim.h"
 
@@ -84,6 +88,44 @@ static double sgemm_gflop_s(const sgemm_ref *g, double seconds) { return 2.0 * g
 
 static void sgemm_ref_free(sgemm_ref *g) { free(g->a), free(g->b), free(g->c); }
 
+typedef struct op_share {
+    int op;
+    double ms;
+} op_share;
+
+static int by_time(const void *a, const void *b) {
+    double x = ((const op_share *)a)->ms, y = ((const op_share *)b)->ms;
+    return (x < y) - (x > y);
+}
+
+/* the ops' times a step, the most first, and what the steps spent outside them */
+static void print_profile(const char *name, const char *mode, int batch, const double *t,
+                          int iters) {
+    const tape_op_time *times = tape_profile();
+    op_share rows[OP_COUNT];
+    int n = 0;
+    double step_ms = 0, ops_ms = 0;
+    for (int i = 0; i < iters; i++) step_ms += 1e3 * t[i] / iters;
+    for (int op = 0; op < OP_COUNT; op++) {
+        double ms = 1e3 * (times[op].forward_s + times[op].backward_s) / iters;
+        if (times[op].forward_calls + times[op].backward_calls) rows[n++] = (op_share){op, ms};
+        ops_ms += ms;
+    }
+    qsort(rows, (size_t)n, sizeof(op_share), by_time);
+    fprintf(stderr, "profile: %s %s batch %d %s, ms a step (mean of %d: %.1f ms)\n", name, mode,
+            batch, precision_name(vitc_precision()), iters, step_ms);
+    fprintf(stderr, "%-26s %10s %10s %7s %8s %8s\n", "op", "forward", "backward", "share", "calls",
+            "bw calls");
+    for (int i = 0; i < n; i++) {
+        const tape_op_time *o = &times[rows[i].op];
+        fprintf(stderr, "%-26s %10.2f %10.2f %6.1f%% %8.1f %8.1f\n", op_table[rows[i].op].name,
+                1e3 * o->forward_s / iters, 1e3 * o->backward_s / iters, 100 * rows[i].ms / step_ms,
+                (double)o->forward_calls / iters, (double)o->backward_calls / iters);
+    }
+    fprintf(stderr, "%-26s %21.2f %6.1f%%\n", "outside the ops", step_ms - ops_ms,
+            100 * (step_ms - ops_ms) / step_ms);
+}
+
 static int bench_sgemm(const char *mkn, int iters, int threads) {
     sgemm_ref g;
     if (!sgemm_ref_init(&g, mkn)) return 2;
@@ -104,11 +146,11 @@ static int bench_sgemm(const char *mkn, int iters, int threads) {
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     const char *name = NULL, *mode = "train", *sgemm = NULL, *precision_arg = "fp32", *device_arg = "cpu";
-    bool print_model = false;
+    bool print_model = false, profile = false;
     int batch = 16, iters = 5, img = 0, threads = 0;
     for (int i = 1; i < argc; i += 2) {
-        if (!strcmp(argv[i], "--print-model")) {
-            print_model = true;
+        if (!strcmp(argv[i], "--print-model") || !strcmp(argv[i], "--profile")) {
+            *(!strcmp(argv[i], "--profile") ? &profile : &print_model) = true;
             i--;
             continue;
         }
@@ -138,9 +180,16 @@ int main(int argc, char **argv) {
     if (!status) status = precision_select_flag(precision_arg);
     if (status) return status;
     if (sgemm && !name) return bench_sgemm(sgemm, iters, threads);
+    if (profile && (sgemm || strcmp(device_arg, "cpu"))) {
+        fprintf(stderr, "error: --profile times the ops of a CPU step: not with --sgemm (its calls "
+                        "would count as the first op's) nor --device %s (ops return once queued)\n",
+                device_arg);
+        return 2;
+    }
     if (!name || batch < 1 || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
         fprintf(stderr, "usage: bench --model NAME [--mode train|infer] [--batch N] [--iters K] [--img S] [--threads N]\n"
                         "                    [--sgemm M,K,N] [--precision P] [--device cpu|cuda[:N]]\n"
+                        "                    [--profile]\n"
                         "       bench --sgemm M,K,N [--iters K] [--threads N]\n");
         return 2;
     }
@@ -184,6 +233,7 @@ int main(int argc, char **argv) {
     double *t = malloc(sizeof(double) * (size_t)iters), kept_bytes = 0;
     double *ts = malloc(sizeof(double) * (size_t)iters * SGEMM_CALLS_PER_STEP);
     for (int it = -2; it < iters; it++) { /* two warm-up runs */
+        if (profile && it == 0) tape_profile_start();
         for (int k = 0; sgemm && k < SGEMM_CALLS_PER_STEP; k++) {
             double s = sgemm_seconds(&g);
             if (it >= 0) ts[it * SGEMM_CALLS_PER_STEP + k] = s;
@@ -222,6 +272,7 @@ int main(int argc, char **argv) {
             if (it >= 0) wait[it] = waited, comm[it] = now() - c0;
         }
     }
+    if (profile) tape_profile_stop();
     /* a step lasts as long as its slowest rank; that rank's wait (the least) is the communication
      * the backward did not hide, the others' also their head start */
     dist_max_f64(t, iters);
@@ -253,6 +304,10 @@ int main(int argc, char **argv) {
         sgemm_ref_free(&g);
     }
     if (dist_rank() == 0) printf("}\n");
+    if (profile && dist_rank() == 0) {
+        fflush(stdout);
+        print_profile(name, mode, global_batch, t, iters);
+    }
     free(wait);
     free(comm);
     free(alone);

@@ -1,6 +1,7 @@
 #include "tape.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "../ops/op_table.h"
 #include "arena.h"
@@ -21,6 +22,36 @@ bool tape_set_grad_enabled(bool on) {
     return prev;
 }
 
+static struct {
+    tape_op_time times[OP_COUNT];
+    bool on;
+    double since; /* the previous op's record, or the tape's reset */
+} profile;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void tape_profile_start(void) {
+    memset(profile.times, 0, sizeof(profile.times));
+    profile.on = true;
+    profile.since = now();
+}
+
+void tape_profile_stop(void) { profile.on = false; }
+
+const tape_op_time *tape_profile(void) { return profile.times; }
+
+void tape_profile_op(int op) {
+    if (!profile.on) return;
+    double t = now();
+    profile.times[op].forward_s += t - profile.since;
+    profile.times[op].forward_calls++;
+    profile.since = t;
+}
+
 tape_node *tape_record(int op, tensor *out, int n_in, tensor *const *in) {
     return tape_record_outputs(op, 1, &out, n_in, in);
 }
@@ -34,6 +65,7 @@ tape_node *tape_record_outputs(int op, int n_out, tensor *const *out, int n_in, 
         CHECK(!in[i] || !in[i]->bf16 || op_reads_bf16(op),
               "op %s was given input %d %s stored as bf16, which it cannot read (bf16 tensors are "
               "operands of the ops op_reads_bf16 names)", op_table[op].name, i, SHAPE_STR(in[i]));
+    tape_profile_op(op);
     if (!tape.grad_enabled) return NULL;
     bool any = false;
     for (int i = 0; i < n_in; i++) any |= in[i] && in[i]->requires_grad;
@@ -106,7 +138,12 @@ static void run_backward(bool consuming) {
         if (reached_by_loss(node)) { /* else nothing downstream of this node reached the loss */
             for (int o = 0; (out = tape_node_output(node, o)); o++)
                 if (out->grad_bf16 && !op_takes_bf16_grad(node->op)) op_widen_grad(out);
+            double t0 = profile.on ? now() : 0;
             op_table[node->op].backward(node);
+            if (profile.on) {
+                profile.times[node->op].backward_s += now() - t0;
+                profile.times[node->op].backward_calls++;
+            }
             /* the outputs' gradients are complete and now consumed, and so are the node's
              * activations: their memory serves later gradients */
             for (int o = 0; (out = tape_node_output(node, o)); o++) {
@@ -155,6 +192,9 @@ void tape_backward(tensor *loss) {
     tape_backward_from(loss, &one);
 }
 
-void tape_reset(void) { tape.n = 0; }
+void tape_reset(void) {
+    tape.n = 0;
+    if (profile.on) profile.since = now();
+}
 
 int tape_size(void) { return tape.n; }

@@ -58,6 +58,23 @@ void tape_run_backward(void);
 typedef void (*tape_backward_hook)(int node, void *ctx);
 void tape_set_backward_hook(tape_backward_hook fn, void *ctx);
 const tape_node *tape_node_at(int i);
+/* Time per op (bench --profile): while on, an op's forward counts from the previous op's record (or
+ * tape_reset) to its own, so a fused op that records several nodes counts under its first, and work
+ * between ops (a model's glue, an op that records nothing) under the next op; a node's backward
+ * counts by itself. Seconds and calls are summed per op id since tape_profile_start. The clock is
+ * the host's: on a device, whose ops return once queued, the times are the launches'. */
+typedef struct tape_op_time {
+    double forward_s, backward_s;
+    long forward_calls, backward_calls;
+} tape_op_time;
+void tape_profile_start(void); /* zeroes the sums, and times from now on */
+void tape_profile_stop(void);
+/* the sums, OP_COUNT of them indexed by op id (ops/op_table.h names the ops) */
+const tape_op_time *tape_profile(void);
+/* counts the forward time since the previous op as op's: tape_record does it, and an op that does
+ * not call it (one that records nothing with grad mode off) calls this instead */
+void tape_profile_op(int op);
+
 /* Forgets all nodes (call together with arena_reset). */
 void tape_reset(void);
 int tape_size(void);

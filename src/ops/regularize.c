@@ -303,7 +303,10 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
                          mask ? mask->data : NULL, &d, scratch);
     scratch_done(scratch, n_scratch);
     op_macs += 5.0 * (double)res->numel + 2.0 * (double)d.M * C * H;
-    if (!record) return out;
+    if (!record) {
+        tape_profile_op(OP_LAYERNORM_LINEAR);
+        return out;
+    }
     /* the two nodes op_layernorm_linear and op_residual_linear record: their backwards run */
     tape_node *n = tape_record(OP_LAYERNORM_LINEAR, h, 5, (tensor *[]){res, ln_w, ln_b, w1, b1});
     if (n) n->saved[0] = mean, n->saved[1] = rstd;
