@@ -180,7 +180,10 @@ static inline __attribute__((always_inline)) void product_tile(float *const out[
         for (int v = 0; v < dv; v++) acc[r][v] = (vecf){0};
     for (int t = 0; t < T; t++) {
         vecf bv[4];
-        for (int v = 0; v < dv; v++) bv[v] = load_vec(b + (size_t)t * ldb + VEC * v);
+        for (int v = 0; v < dv; v++) {
+            bv[v] = load_vec(b + (size_t)t * ldb + VEC * v);
+            KEEP_IN_REGISTER(bv[v]);
+        }
         for (int r = 0; r < rows; r++) {
             vecf x = splat(a[r][t * ats]);
             for (int v = 0; v < dv; v++) acc[r][v] += x * bv[v];
