@@ -2,16 +2,25 @@
  * (Cout, Cin/groups, kh, kw): im2col + cblas_sgemm for the general conv, a direct depthwise kernel,
  * adaptive average pooling, bilinear resize (align_corners=False). Backward kernels accumulate. */
 #pragma once
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct conv_geom {
     int B, H, W, Cin, Cout, kh, kw, stride, pad, groups, Ho, Wo;
 } conv_geom;
 
-/* scratch: B*Ho*Wo * (Cin/groups)*kh*kw floats */
+/* the columns of the output pixels, B*Ho*Wo x (Cin/groups)*kh*kw, and the weights (Cout of those
+ * rows); the backward's twice (also their gradients) */
+static inline size_t conv2d_scratch_floats(const conv_geom *g, bool backward) {
+    size_t K = (size_t)(g->Cin / g->groups) * g->kh * g->kw;
+    return (backward ? 2 : 1) * ((size_t)g->B * g->Ho * g->Wo + g->Cout) * K;
+}
+
+/* scratch: conv2d_scratch_floats(g, false) */
 void conv2d_forward(float *out, const float *x, const float *w, const float *b, const conv_geom *g,
                     float *scratch);
-/* dx, dw, db may be NULL; scratch as above (twice: cols and dcols) */
+/* dx, dw, db may be NULL; scratch: conv2d_scratch_floats(g, true) */
 void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, const conv_geom *g, float *scratch);
 

@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-/* g is a host struct; scratch: B*Ho*Wo * (Cin/groups)*kh*kw floats */
+/* g is a host struct; scratch: conv2d_scratch_floats (B*Ho*Wo * (Cin/groups)*kh*kw of it used) */
 void cuda_conv2d_forward(float *out, const float *x, const float *w, const float *b,
                          const conv_geom *g, float *scratch);
 /* dx, dw, db may be NULL; scratch twice the forward's (cols and dcols) */

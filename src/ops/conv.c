@@ -31,11 +31,11 @@ tensor *op_conv2d(tensor *x, tensor *w, tensor *b, int stride, int pad, int grou
     CHECK(g.Ho >= 1 && g.Wo >= 1, "conv2d: kernel %dx%d larger than the padded input %s", g.kh,
           g.kw, SHAPE_STR(x));
     tensor *out = TENSOR(g.B, g.Ho, g.Wo, g.Cout);
-    size_t cols = (size_t)g.B * g.Ho * g.Wo * (g.Cin / groups) * g.kh * g.kw;
-    float *scratch = scratch_floats(cols);
+    size_t n_scratch = conv2d_scratch_floats(&g, false);
+    float *scratch = scratch_floats(n_scratch);
     kernels->conv2d_forward(out->data, x->data, w->data, b ? b->data : NULL, &g, scratch);
     op_macs += (double)out->numel * (g.Cin / groups) * g.kh * g.kw;
-    scratch_done(scratch, cols);
+    scratch_done(scratch, n_scratch);
     tape_node *n = tape_record(OP_CONV2D, out, 3, (tensor *[]){x, w, b});
     if (n) n->iarg[0] = stride, n->iarg[1] = pad, n->iarg[2] = groups;
     return out;
@@ -47,10 +47,10 @@ void op_conv2d_backward(tape_node *n) {
     float *dx = x->requires_grad ? tensor_grad(x) : NULL;
     float *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
-    size_t cols = (size_t)g.B * g.Ho * g.Wo * (g.Cin / g.groups) * g.kh * g.kw;
-    float *scratch = scratch_floats(2 * cols);
+    size_t n_scratch = conv2d_scratch_floats(&g, true);
+    float *scratch = scratch_floats(n_scratch);
     kernels->conv2d_backward(dx, dw, db, n->out->grad, x->data, w->data, &g, scratch);
-    scratch_done(scratch, 2 * cols);
+    scratch_done(scratch, n_scratch);
 }
 
 /* The grid of x: (B, H, W, C) maps (lead 0), or (B, lead + H*W, C) tokens whose grid follows `lead`
