@@ -1,6 +1,7 @@
 /* Convolution-family kernels on channels-last maps (B, H, W, C), weights in nn.Conv2d's layout
- * (Cout, Cin/groups, kh, kw): im2col + cblas_sgemm for the general conv, a direct depthwise kernel,
- * adaptive average pooling, bilinear resize (align_corners=False). Backward kernels accumulate. */
+ * (Cout, Cin/groups, kh, kw): im2col + the products of matmul.h (under bf16, gemm_bf16's on
+ * columns cut in bf16) for the general conv, a direct depthwise kernel, adaptive average pooling,
+ * bilinear resize (align_corners=False). Backward kernels accumulate. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
