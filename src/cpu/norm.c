@@ -7,6 +7,7 @@
 #include "bf16_store.h"
 #include "fast_exp.h"
 #include "reduce.h"
+#include "spatial.h"
 
 static inline void layernorm_row(float *o, float *mean, float *rstd, const float *xr,
                                  const float *w, const float *b, int C, float eps) {
@@ -28,18 +29,14 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *x, con
 void layernorm_windows_forward(float *out, uint16_t *out_bf16, float *mean, float *rstd,
                                const float *x, const float *w, const float *b, int B, int H, int W,
                                int C, int wh, int ww, int shift, float eps) {
-    int nh = H / wh, nw = W / ww;
-    int sh = ((shift % H) + H) % H, sw = ((shift % W) + W) % W;
-    int64_t rows = (int64_t)B * nh * nw * wh; /* one window row (ww tokens) each */
+    int64_t rows = (int64_t)B * (H / wh) * (W / ww) * wh; /* one window row (ww tokens) each */
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        int y = (int)(r % wh);
-        int64_t win = r / wh;
-        int j = (int)(win % nw), i = (int)(win / nw % nh), bi = (int)(win / ((int64_t)nw * nh));
-        int64_t map_row = ((int64_t)bi * H + (i * wh + y + sh) % H) * W, dst = (win * wh + y) * ww;
+        window_row at = window_row_at(r, H, W, wh, ww, shift);
+        int64_t dst = at.token;
         float rounded[out_bf16 ? C : 1];
         for (int t = 0; t < ww; t++) {
-            int64_t src = map_row + (j * ww + t + sw) % W;
+            int64_t src = at.map_row + (at.col + t) % W;
             float *o = out_bf16 ? rounded : out + (dst + t) * C;
             layernorm_row(o, &mean[src], &rstd[src], x + src * C, w, b, C, eps);
             if (out_bf16) bf16_round(out_bf16 + (dst + t) * C, rounded, C);

@@ -13,18 +13,13 @@ void relpos_index_swin(int *index, int wh, int ww) {
 
 void window_copy_channels(float *windows, float *map, int map_C, int B, int H, int W, int C, int wh,
                           int ww, int shift, bool to_windows, bool accumulate) {
-    int nh = H / wh, nw = W / ww;
-    int sh = ((shift % H) + H) % H, sw = ((shift % W) + W) % W;
-    int64_t rows = (int64_t)B * nh * nw * wh; /* one window row (ww tokens) each */
+    int64_t rows = (int64_t)B * (H / wh) * (W / ww) * wh; /* one window row (ww tokens) each */
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        int y = (int)(r % wh);
-        int64_t win = r / wh;
-        int j = (int)(win % nw), i = (int)(win / nw % nh), b = (int)(win / ((int64_t)nw * nh));
-        float *w = windows + (win * wh + y) * ww * C;
-        float *m = map + ((int64_t)b * H + (i * wh + y + sh) % H) * W * map_C;
+        window_row at = window_row_at(r, H, W, wh, ww, shift);
+        float *w = windows + at.token * C, *m = map + at.map_row * map_C;
         for (int t = 0; t < ww; t++) {
-            float *wt = w + (int64_t)t * C, *mt = m + (int64_t)((j * ww + t + sw) % W) * map_C;
+            float *wt = w + (int64_t)t * C, *mt = m + (int64_t)((at.col + t) % W) * map_C;
             float *dst = to_windows ? wt : mt;
             const float *src = to_windows ? mt : wt;
             if (accumulate)

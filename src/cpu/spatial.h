@@ -14,6 +14,22 @@ void relpos_index_swin(int *index, int wh, int ww);
  * of copying (the backward of the other direction). */
 void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh, int ww, int shift,
                  bool to_windows, bool accumulate);
+
+/* Where window row r of that layout lies (rows of ww tokens, r < B * H/wh * W/ww * wh): its first
+ * token is window token `token`, and its token t is map pixel map_row + (col + t) mod W. */
+typedef struct window_row {
+    int64_t token, map_row;
+    int col;
+} window_row;
+
+static inline window_row window_row_at(int64_t r, int H, int W, int wh, int ww, int shift) {
+    int nh = H / wh, nw = W / ww, sh = ((shift % H) + H) % H, sw = ((shift % W) + W) % W;
+    int y = (int)(r % wh);
+    int64_t win = r / wh;
+    int j = (int)(win % nw), i = (int)(win / nw % nh);
+    int64_t b = win / ((int64_t)nw * nh);
+    return (window_row){(win * wh + y) * ww, (b * H + (i * wh + y + sh) % H) * W, j * ww + sw};
+}
 /* window_copy of C of a map's map_C channels: map points at the first of them */
 void window_copy_channels(float *windows, float *map, int map_C, int B, int H, int W, int C, int wh,
                           int ww, int shift, bool to_windows, bool accumulate);
