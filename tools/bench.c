@@ -180,10 +180,14 @@ int main(int argc, char **argv) {
     if (!status) status = precision_select_flag(precision_arg);
     if (status) return status;
     if (sgemm && !name) return bench_sgemm(sgemm, iters, threads);
-    if (profile && (sgemm || strcmp(device_arg, "cpu"))) {
-        fprintf(stderr, "error: --profile times the ops of a CPU step: not with --sgemm (its calls "
-                        "would count as the first op's) nor --device %s (ops return once queued)\n",
-                device_arg);
+    if (profile && sgemm) {
+        fprintf(stderr, "error: --profile with --sgemm: the bare GEMM's calls would count as the "
+                        "first op's time\n");
+        return 2;
+    }
+    if (profile && strcmp(device_arg, "cpu")) {
+        fprintf(stderr, "error: --profile with --device %s: a device's ops return once queued, so "
+                        "the host's clock would time their launches\n", device_arg);
         return 2;
     }
     if (!name || batch < 1 || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
