@@ -33,13 +33,12 @@ void layernorm_windows_forward(float *out, uint16_t *out_bf16, float *mean, floa
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         window_row at = window_row_at(r, H, W, wh, ww, shift);
-        int64_t dst = at.token;
         float rounded[out_bf16 ? C : 1];
         for (int t = 0; t < ww; t++) {
-            int64_t src = at.map_row + (at.col + t) % W;
-            float *o = out_bf16 ? rounded : out + (dst + t) * C;
+            int64_t src = at.map_row + (at.col + t) % W, dst = at.token + t;
+            float *o = out_bf16 ? rounded : out + dst * C;
             layernorm_row(o, &mean[src], &rstd[src], x + src * C, w, b, C, eps);
-            if (out_bf16) bf16_round(out_bf16 + (dst + t) * C, rounded, C);
+            if (out_bf16) bf16_round(out_bf16 + dst * C, rounded, C);
         }
     }
 }
