@@ -243,6 +243,12 @@ BF16_TARGET static void panel_rows(float *c, int ldc, const bf16 *a, int lda, co
     for (; i + TILE_ROWS <= rows; i += TILE_ROWS) {
         prefetch_share(next_a, a_part + i / TILE_ROWS, a_parts);
         prefetch_share(next_b, i / TILE_ROWS, tiles);
+        /* the next tile's rows of C fetched for writing meanwhile: with a short K (Swin's first
+         * stage, 96) the tile's stores otherwise wait for C's lines */
+        for (int r = i + TILE_ROWS; r < i + 2 * TILE_ROWS && r < rows; r++) {
+            __builtin_prefetch(c + (size_t)r * ldc, 1, 3);
+            __builtin_prefetch(c + (size_t)r * ldc + 16, 1, 3);
+        }
         tile(c + (size_t)i * ldc, ldc, a + (size_t)i * lda, lda, bp, pairs, TILE_ROWS, n, e);
     }
     if (i < rows) {
