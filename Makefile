@@ -166,8 +166,8 @@ $(BUILD)/fmnist_to_png: $(BUILD)/tools/fmnist_to_png.o
 $(BUILD)/bench_ops: $(BUILD)/tools/bench_ops.o $(BUILD)/libvitc.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-test: check-deps $(CLIS) $(BUILD)/test_runner
-	$(BUILD)/test_runner $(T)
+test: check-deps $(CLIS) $(BUILD)/test_runner $(BUILD)/bench
+	VITC_BENCH=$(BUILD)/bench $(BUILD)/test_runner $(T)
 
 # vitc vs the PyTorch reference models, same run (MODELS=a,b restricts the list)
 bench: check-deps $(BUILD)/bench

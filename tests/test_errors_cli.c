@@ -1,6 +1,9 @@
 /* The errors a user meets first, end to end with ./train: a misspelt key next to a missing one, a
  * --config name that matches no file, and a failed check, which shows its C source location only
- * with VITC_DEBUG=1. Each names what to type instead where it can, and exits 1. */
+ * with VITC_DEBUG=1. Each names what to type instead where it can, and exits 1. And the bench's
+ * usage errors, which exit 2 before building a model. */
+#include <stdlib.h>
+
 #include "shell.h"
 #include "test.h"
 #include "tiny_run.h"
@@ -42,4 +45,22 @@ TEST(errors_cli_source_location_only_with_vitc_debug) {
     EXPECT(code == 1 && strstr(out, "ELFATT needs at least 2 heads") && strstr(out, "(check failed: ") &&
                strstr(out, ".c:"),
            "VITC_DEBUG=1 adds the failed check and its file:line (exit %d):\n%s", code, out);
+}
+
+TEST(errors_cli_bench_names_each_usage_error) {
+    const char *bench = getenv("VITC_BENCH");
+    if (!bench) SKIP("VITC_BENCH (the bench binary, which make test sets) is not set");
+    char out[16384];
+    int code = run(out, sizeof(out), "%s --model deit_t --profile --sgemm 64,64,64", bench);
+    EXPECT(code == 2 && strstr(out, "error: --profile with --sgemm: the bare GEMM's calls would "
+                                    "count as the first op's time"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "%s --model deit_t --iters 0", bench);
+    EXPECT(code == 2 && strstr(out, "error: --iters 0: expected at least 1"), "exit %d:\n%s", code,
+           out);
+    code = run(out, sizeof(out), "%s --model deit_t --itres 3", bench);
+    EXPECT(code == 2 && strstr(out, "error: unknown argument --itres"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "%s --model deit_t --mode eval", bench);
+    EXPECT(code == 2 && strstr(out, "usage: bench --model NAME [--mode train|infer]"),
+           "exit %d:\n%s", code, out);
 }
