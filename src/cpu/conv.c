@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "../core/precision.h"
-#include "../core/threads.h"
 #include "bf16_store.h"
 #include "gemm_bf16.h"
 #include "matmul.h"
@@ -57,8 +56,6 @@ static void im2col_as(float *cols, uint16_t *cols16, const float *x, const conv_
 static void im2col(float *cols, const float *x, const conv_geom *g, int gi) {
     im2col_as(cols, NULL, x, g, gi);
 }
-
-static int gemm_threads(void) { return vitc_in_parallel() ? 1 : vitc_threads(); }
 
 /* under bf16, the columns are rounded as they are cut where each tap's run of channels is a
  * vector's or more (a stem's 3 channels a tap ran 1.5-2x slower so) */

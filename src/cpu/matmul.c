@@ -74,8 +74,7 @@ static void gemm_split_inner(bool trans_a, bool trans_b, int M, int N, int K, fl
     scratch_done(partial, n_partial);
 }
 
-/* the threads of a product: all, or only the calling one inside a parallel region */
-static int gemm_threads(void) { return vitc_in_parallel() ? 1 : vitc_threads(); }
+int gemm_threads(void) { return vitc_in_parallel() ? 1 : vitc_threads(); }
 
 void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc) {

@@ -5,6 +5,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* the threads of a product: all, or only the calling one inside a parallel region */
+int gemm_threads(void);
+
 /* C (M, N) = alpha * op(A) op(B) + beta * C, row-major; op(A) is (M, K), op(B) is (K, N) */
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
           const float *B, float beta, float *C);
