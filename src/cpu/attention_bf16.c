@@ -59,6 +59,26 @@ size_t attention_bf16_thread_floats(const attn_dims *a, bool backward) {
            2 * lines(mp * d) + lines(rows * d);
 }
 
+/* rows (stride ld) of d floats from x into L2 */
+static void fetch_rows(const float *x, size_t ld, int rows, int d) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < d; c += 16) __builtin_prefetch(x + r * ld + c, 0, 2);
+}
+
+/* A pair's query rows i0.. (`rows` of them) of q and of dout (if given), and its k and v (if
+ * given), fetched while the pair before it computes: a head's rows are short runs far apart,
+ * which the hardware's prefetcher does not follow (at Swin's first stage, 49-token windows,
+ * key_pairs and round_rows waited on them for a fifth of the op's time) */
+static void fetch_pair(const attn_dims *a, int pair, int i0, int rows, const float *q,
+                       const float *dout, const float *k, const float *v) {
+    int C = a->heads * a->d, s = pair / a->heads, h = pair % a->heads;
+    size_t qo = ((size_t)s * a->n + i0) * C + (size_t)h * a->d;
+    size_t ko = (size_t)s * a->m * C + (size_t)h * a->d;
+    fetch_rows(q + qo, C, rows, a->d);
+    if (dout) fetch_rows(dout + qo, C, rows, a->d);
+    if (k) fetch_rows(k + ko, C, a->m, a->d), fetch_rows(v + ko, C, a->m, a->d);
+}
+
 static uint32_t *take(float **scratch, size_t words) {
     uint32_t *p = (uint32_t *)*scratch;
     *scratch += lines(words);
@@ -392,6 +412,12 @@ void attention_bf16_forward(float *out, float *lse, const float *q, const float 
                 pair_rows(vw, v + ko, C, m, d, (int)pv);
                 packed = pair;
             }
+            if (it + 1 < items) { /* the next item's: its query rows, and k and v if a new pair */
+                int next = (it + 1) / blocks, j0 = (it + 1) % blocks * block_rows;
+                bool keys = next != pair;
+                fetch_pair(a, next, j0, min_int(block_rows, n - j0), q, NULL, keys ? k : NULL,
+                           keys ? v : NULL);
+            }
             float row_lse[ATTN_BLOCK_ROWS];
             row_terms t = terms_of(a, pair, i0);
             block_logits(L, qw, q + qo + (size_t)i0 * C, kw, a, rows);
@@ -438,6 +464,8 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
     float *dq_block = (float *)take(&s, ATTN_BLOCK_ROWS * d);
     bool want_dq = g->dq || g->dq16, want_dk = g->dk || g->dk16, want_dv = g->dv || g->dv16;
     bool need_ds = want_dq || want_dk || dbias_h, tiles = tiles_begin();
+    if (pair + 1 < a->seqs * a->heads) /* the next pair: as a rule this thread's next */
+        fetch_pair(a, pair + 1, 0, n, q, dout, k, v);
     key_pairs(kw, mp, k + ko, C, m, d);
     if (need_ds) key_pairs(vkw, mp, v + ko, C, m, d);
     if (want_dq) pair_rows(kpw, k + ko, C, m, d, (int)(mp / 2));
