@@ -59,24 +59,20 @@ size_t attention_bf16_thread_floats(const attn_dims *a, bool backward) {
            2 * lines(mp * d) + lines(rows * d);
 }
 
-/* rows (stride ld) of d floats from x into L2 */
+/* rows (stride ld) of d floats from x into L2. The next pair (as a rule the same thread's next)
+ * has its rows fetched an operand at a time between this pair's products: a head's rows are short
+ * runs far apart, which the hardware's prefetcher does not follow (at Swin's 49-token windows
+ * key_pairs and round_rows waited on them), and fetched all at once before the pair they stalled
+ * it as long (docs/performance.md) */
 static void fetch_rows(const float *x, size_t ld, int rows, int d) {
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < d; c += 16) __builtin_prefetch(x + r * ld + c, 0, 2);
 }
 
-/* A pair's query rows i0.. (`rows` of them) of q and of dout (if given), and its k and v (if
- * given), fetched while the pair before it computes: a head's rows are short runs far apart,
- * which the hardware's prefetcher does not follow (at Swin's first stage, 49-token windows,
- * key_pairs and round_rows waited on them for a fifth of the op's time) */
-static void fetch_pair(const attn_dims *a, int pair, int i0, int rows, const float *q,
-                       const float *dout, const float *k, const float *v) {
-    int C = a->heads * a->d, s = pair / a->heads, h = pair % a->heads;
-    size_t qo = ((size_t)s * a->n + i0) * C + (size_t)h * a->d;
-    size_t ko = (size_t)s * a->m * C + (size_t)h * a->d;
-    fetch_rows(q + qo, C, rows, a->d);
-    if (dout) fetch_rows(dout + qo, C, rows, a->d);
-    if (k) fetch_rows(k + ko, C, a->m, a->d), fetch_rows(v + ko, C, a->m, a->d);
+/* where a pair's row i of a (seqs, rows, heads·d) layout starts */
+static const float *pair_row(const attn_dims *a, const float *x, int rows, int pair, int i) {
+    int C = a->heads * a->d;
+    return x + ((size_t)(pair / a->heads) * rows + i) * C + (size_t)(pair % a->heads) * a->d;
 }
 
 static uint32_t *take(float **scratch, size_t words) {
@@ -412,16 +408,15 @@ void attention_bf16_forward(float *out, float *lse, const float *q, const float 
                 pair_rows(vw, v + ko, C, m, d, (int)pv);
                 packed = pair;
             }
-            if (it + 1 < items) { /* the next item's: its query rows, and k and v if a new pair */
-                int next = (it + 1) / blocks, j0 = (it + 1) % blocks * block_rows;
-                bool keys = next != pair;
-                fetch_pair(a, next, j0, min_int(block_rows, n - j0), q, NULL, keys ? k : NULL,
-                           keys ? v : NULL);
-            }
             float row_lse[ATTN_BLOCK_ROWS];
             row_terms t = terms_of(a, pair, i0);
+            int next = (it + 1) / blocks, j0 = (it + 1) % blocks * block_rows;
+            bool more = it + 1 < items, keys = more && next != pair;
+            if (keys) fetch_rows(pair_row(a, k, m, next, 0), C, m, d);
             block_logits(L, qw, q + qo + (size_t)i0 * C, kw, a, rows);
+            if (keys) fetch_rows(pair_row(a, v, m, next, 0), C, m, d);
             softmax_rows(pw, pv, row_lse, L, &t, rows, mp);
+            if (more) fetch_rows(pair_row(a, q, n, next, j0), C, min_int(block_rows, n - j0), d);
             if (lse) memcpy(lse + (size_t)pair * n + i0, row_lse, sizeof(float) * rows);
             word_product(out + qo + (size_t)i0 * C, C, pw, pv, vw, d, (int)pv, rows, d / 16, false,
                          (padding){0, 0});
@@ -464,10 +459,11 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
     float *dq_block = (float *)take(&s, ATTN_BLOCK_ROWS * d);
     bool want_dq = g->dq || g->dq16, want_dk = g->dk || g->dk16, want_dv = g->dv || g->dv16;
     bool need_ds = want_dq || want_dk || dbias_h, tiles = tiles_begin();
-    if (pair + 1 < a->seqs * a->heads) /* the next pair: as a rule this thread's next */
-        fetch_pair(a, pair + 1, 0, n, q, dout, k, v);
+    int next = pair + 1 < a->seqs * a->heads ? pair + 1 : -1;
     key_pairs(kw, mp, k + ko, C, m, d);
+    if (next >= 0) fetch_rows(pair_row(a, k, m, next, 0), C, m, d);
     if (need_ds) key_pairs(vkw, mp, v + ko, C, m, d);
+    if (next >= 0) fetch_rows(pair_row(a, v, m, next, 0), C, m, d);
     if (want_dq) pair_rows(kpw, k + ko, C, m, d, (int)(mp / 2));
     for (int i0 = 0; i0 < n; i0 += ATTN_BLOCK_ROWS) {
         int rows = min_int(ATTN_BLOCK_ROWS, n - i0), pairs = (rows + 1) / 2;
@@ -477,6 +473,7 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
         const float *q_block = q + qo + (size_t)i0 * C, *dout_block = dout + qo + (size_t)i0 * C;
         row_terms t = terms_of(a, pair, i0);
         block_logits(P, qw, q_block, kw, a, rows);
+        if (next >= 0) fetch_rows(pair_row(a, q, n, next, i0), C, rows, d);
         probs_rows(P, lse + (size_t)pair * n + i0, &t, rows, mp);
         if (want_dv) { /* dv = Pᵀ dout, summed over the blocks */
             transposed_pairs(tw, half, P, mp, rows, m);
@@ -487,6 +484,7 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
         round_rows(dow, d / 2, dout_block, C, rows, d); /* dP = dout vᵀ, then dS in its place */
         word_product(dP, mp, dow, d / 2, vkw, mp, d / 2, rows, (int)(mp / 16), false,
                      block_rows_pad);
+        if (next >= 0) fetch_rows(pair_row(a, dout, n, next, i0), C, rows, d);
         softmax_grad_rows(dP, want_dq ? sw : NULL, pv, dbias_h ? dbias_h + (size_t)i0 * m : NULL,
                           P, rows, m, mp);
         if (want_dq) { /* dq = scale dS k */
