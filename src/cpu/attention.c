@@ -278,7 +278,14 @@ static void tiled_forward(float *out, float *lse, const float *q, const float *k
                 pack_transposed(kt, k + (size_t)s * a->m * C + h * a->d, C, a->m, a->d, a->scale);
                 packed = pair;
             }
+            /* the next item's rows (attn_fetch_rows), v's after the product that reads this v */
+            int next = (it + 1) / blocks, j0 = (it + 1) % blocks * block_rows;
+            int next_rows = j0 + block_rows < a->n ? block_rows : a->n - j0;
+            bool more = it + 1 < items, keys = more && next != pair;
+            if (keys) attn_fetch_rows(attn_pair_row(a, k, a->m, next, 0), C, a->m, a->d);
+            if (more) attn_fetch_rows(attn_pair_row(a, q, a->n, next, j0), C, next_rows, a->d);
             tiled_forward_block(out, lse, L, kt, q, v, a, pair, i0, i1);
+            if (keys) attn_fetch_rows(attn_pair_row(a, v, a->m, next, 0), C, a->m, a->d);
         }
     }
 }

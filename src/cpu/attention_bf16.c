@@ -59,22 +59,6 @@ size_t attention_bf16_thread_floats(const attn_dims *a, bool backward) {
            2 * lines(mp * d) + lines(rows * d);
 }
 
-/* rows (stride ld) of d floats from x into L2. The next pair (as a rule the same thread's next)
- * has its rows fetched an operand at a time between this pair's products: a head's rows are short
- * runs far apart, which the hardware's prefetcher does not follow (at Swin's 49-token windows
- * key_pairs and round_rows waited on them), and fetched all at once before the pair they stalled
- * it as long (docs/performance.md) */
-static void fetch_rows(const float *x, size_t ld, int rows, int d) {
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < d; c += 16) __builtin_prefetch(x + r * ld + c, 0, 2);
-}
-
-/* where a pair's row i of a (seqs, rows, heads·d) layout starts */
-static const float *pair_row(const attn_dims *a, const float *x, int rows, int pair, int i) {
-    int C = a->heads * a->d;
-    return x + ((size_t)(pair / a->heads) * rows + i) * C + (size_t)(pair % a->heads) * a->d;
-}
-
 static uint32_t *take(float **scratch, size_t words) {
     uint32_t *p = (uint32_t *)*scratch;
     *scratch += lines(words);
@@ -412,11 +396,12 @@ void attention_bf16_forward(float *out, float *lse, const float *q, const float 
             row_terms t = terms_of(a, pair, i0);
             int next = (it + 1) / blocks, j0 = (it + 1) % blocks * block_rows;
             bool more = it + 1 < items, keys = more && next != pair;
-            if (keys) fetch_rows(pair_row(a, k, m, next, 0), C, m, d);
+            if (keys) attn_fetch_rows(attn_pair_row(a, k, m, next, 0), C, m, d);
             block_logits(L, qw, q + qo + (size_t)i0 * C, kw, a, rows);
-            if (keys) fetch_rows(pair_row(a, v, m, next, 0), C, m, d);
+            if (keys) attn_fetch_rows(attn_pair_row(a, v, m, next, 0), C, m, d);
             softmax_rows(pw, pv, row_lse, L, &t, rows, mp);
-            if (more) fetch_rows(pair_row(a, q, n, next, j0), C, min_int(block_rows, n - j0), d);
+            if (more)
+                attn_fetch_rows(attn_pair_row(a, q, n, next, j0), C, min_int(block_rows, n - j0), d);
             if (lse) memcpy(lse + (size_t)pair * n + i0, row_lse, sizeof(float) * rows);
             word_product(out + qo + (size_t)i0 * C, C, pw, pv, vw, d, (int)pv, rows, d / 16, false,
                          (padding){0, 0});
@@ -461,9 +446,9 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
     bool need_ds = want_dq || want_dk || dbias_h, tiles = tiles_begin();
     int next = pair + 1 < a->seqs * a->heads ? pair + 1 : -1;
     key_pairs(kw, mp, k + ko, C, m, d);
-    if (next >= 0) fetch_rows(pair_row(a, k, m, next, 0), C, m, d);
+    if (next >= 0) attn_fetch_rows(attn_pair_row(a, k, m, next, 0), C, m, d);
     if (need_ds) key_pairs(vkw, mp, v + ko, C, m, d);
-    if (next >= 0) fetch_rows(pair_row(a, v, m, next, 0), C, m, d);
+    if (next >= 0) attn_fetch_rows(attn_pair_row(a, v, m, next, 0), C, m, d);
     if (want_dq) pair_rows(kpw, k + ko, C, m, d, (int)(mp / 2));
     for (int i0 = 0; i0 < n; i0 += ATTN_BLOCK_ROWS) {
         int rows = min_int(ATTN_BLOCK_ROWS, n - i0), pairs = (rows + 1) / 2;
@@ -473,7 +458,7 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
         const float *q_block = q + qo + (size_t)i0 * C, *dout_block = dout + qo + (size_t)i0 * C;
         row_terms t = terms_of(a, pair, i0);
         block_logits(P, qw, q_block, kw, a, rows);
-        if (next >= 0) fetch_rows(pair_row(a, q, n, next, i0), C, rows, d);
+        if (next >= 0) attn_fetch_rows(attn_pair_row(a, q, n, next, i0), C, rows, d);
         probs_rows(P, lse + (size_t)pair * n + i0, &t, rows, mp);
         if (want_dv) { /* dv = Pᵀ dout, summed over the blocks */
             transposed_pairs(tw, half, P, mp, rows, m);
@@ -484,7 +469,7 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
         round_rows(dow, d / 2, dout_block, C, rows, d); /* dP = dout vᵀ, then dS in its place */
         word_product(dP, mp, dow, d / 2, vkw, mp, d / 2, rows, (int)(mp / 16), false,
                      block_rows_pad);
-        if (next >= 0) fetch_rows(pair_row(a, dout, n, next, i0), C, rows, d);
+        if (next >= 0) attn_fetch_rows(attn_pair_row(a, dout, n, next, i0), C, rows, d);
         softmax_grad_rows(dP, want_dq ? sw : NULL, pv, dbias_h ? dbias_h + (size_t)i0 * m : NULL,
                           P, rows, m, mp);
         if (want_dq) { /* dq = scale dS k */

@@ -13,6 +13,23 @@
 
 static inline size_t padded16(int m) { return ((size_t)m + 15) & ~(size_t)15; }
 
+/* rows (stride ld) of d floats from x into L2. The tiles fetch the next pair's rows (as a rule
+ * the same thread's next pair) an operand at a time between this pair's products: a head's rows
+ * are short runs far apart, which the hardware's prefetcher does not follow (at Swin's 49-token
+ * windows the packing of k and v and the rounding of q waited on them), and fetched all at once
+ * before the pair they stalled it as long (docs/performance.md) */
+static inline void attn_fetch_rows(const float *x, size_t ld, int rows, int d) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < d; c += 16) __builtin_prefetch(x + r * ld + c, 0, 2);
+}
+
+/* where a pair's row i of a (seqs, rows, heads·d) layout starts */
+static inline const float *attn_pair_row(const attn_dims *a, const float *x, int rows, int pair,
+                                         int i) {
+    int C = a->heads * a->d;
+    return x + ((size_t)(pair / a->heads) * rows + i) * C + (size_t)(pair % a->heads) * a->d;
+}
+
 /* one pair (sequence, head) a thread when there are enough of them */
 bool attn_pairs_in_parallel(const attn_dims *a);
 /* rows per block of the forward: ATTN_BLOCK_ROWS, or fewer when the blocks would be too few to keep
