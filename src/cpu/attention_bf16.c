@@ -40,6 +40,11 @@ static size_t lines(size_t words) { return (words + 15) & ~(size_t)15; }
  * costs both). */
 static size_t pv_words(size_t mp) { return padded16((int)(mp / 2)); }
 
+/* The products over the keys (P v, dS k) stop at the last pair of keys on vdpbf16ps's tiles: the
+ * words past it are zeros (Swin's 49 keys: 25 words of 32, DeiT's 197: 99 of 112). AMX's tiles
+ * still take the padded words (the padding given to word_product). */
+static int key_words(int m) { return (m + 1) / 2; }
+
 /* zeros in words [mp / 2, pv) of ATTN_BLOCK_ROWS rows of pv words: the probabilities' padding */
 static void zero_padding(uint32_t *w, size_t mp, size_t pv) {
     for (int r = 0; r < ATTN_BLOCK_ROWS && pv > mp / 2; r++)
@@ -403,8 +408,8 @@ void attention_bf16_forward(float *out, float *lse, const float *q, const float 
             if (more)
                 attn_fetch_rows(attn_pair_row(a, q, n, next, j0), C, min_int(block_rows, n - j0), d);
             if (lse) memcpy(lse + (size_t)pair * n + i0, row_lse, sizeof(float) * rows);
-            word_product(out + qo + (size_t)i0 * C, C, pw, pv, vw, d, (int)pv, rows, d / 16, false,
-                         (padding){0, 0});
+            word_product(out + qo + (size_t)i0 * C, C, pw, pv, vw, d, key_words(m), rows, d / 16,
+                         false, (padding){0, (int)pv});
         }
         tiles_end(tiles);
     }
@@ -473,8 +478,8 @@ void attention_bf16_backward_pair(const attn_grads *g, float *dbias_h, const flo
         softmax_grad_rows(dP, want_dq ? sw : NULL, pv, dbias_h ? dbias_h + (size_t)i0 * m : NULL,
                           P, rows, m, mp);
         if (want_dq) { /* dq = scale dS k */
-            word_product(dq_block, d, sw, pv, kpw, d, (int)(mp / 2), rows, d / 16, false,
-                         block_rows_pad);
+            word_product(dq_block, d, sw, pv, kpw, d, key_words(m), rows, d / 16, false,
+                         (padding){ATTN_BLOCK_ROWS, (int)(mp / 2)});
             deliver(g->dq, g->dq_whole, g->dq16, qo + (size_t)i0 * C, C, dq_block, rows, d,
                     a->scale);
         }
