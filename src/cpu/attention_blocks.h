@@ -16,8 +16,8 @@ static inline size_t padded16(int m) { return ((size_t)m + 15) & ~(size_t)15; }
 /* rows (stride ld) of d floats from x into L2. The tiles fetch the next pair's rows (as a rule
  * the same thread's next pair) an operand at a time between this pair's products: a head's rows
  * are short runs far apart, which the hardware's prefetcher does not follow (at Swin's 49-token
- * windows the packing of k and v and the rounding of q waited on them), and fetched all at once
- * before the pair they stalled it as long (docs/performance.md) */
+ * windows the packing of k and v and the rounding of q waited on them); all fetched at once before
+ * the pair, they gained nothing (docs/performance.md) */
 static inline void attn_fetch_rows(const float *x, size_t ld, int rows, int d) {
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < d; c += 16) __builtin_prefetch(x + r * ld + c, 0, 2);
