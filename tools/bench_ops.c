@@ -1,13 +1,18 @@
 /* Micro-benchmark: GFLOP/s of the linear op (forward, backward, both) at ViT shapes next to a bare
- * cblas_sgemm of the same size, measured in the same run (ratios, not wall times, are what count). */
+ * cblas_sgemm of the same size, measured in the same run (ratios, not wall times, are what count);
+ * then the attention op alone at Swin's first-stage windows and DeiT's tokens, in fp32 and in bf16
+ * where the CPU has it (its milliseconds, to compare builds in turn: docs/performance.md). */
 #include <cblas.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "core/arena.h"
+#include "core/precision.h"
 #include "core/tape.h"
 #include "core/threads.h"
+#include "ops/op_table.h"
 #include "ops/ops.h"
 
 static double now(void) {
@@ -72,11 +77,53 @@ static void bench_linear(int M, int K, int N) {
     free(A), free(B), free(C);
 }
 
+/* softmax attention over `seqs` sequences of n tokens, heads of d channels: q, k and v from one
+ * op_linear_chunks product as in the models (under bf16 their gradients are then bf16, as there),
+ * the attention op's own forward and backward from the tape's profile; medians */
+static void bench_attention(const char *shape, int seqs, int n, int heads, int d) {
+    rng r;
+    rng_seed(&r, 11, RNG_TEST);
+    int C = heads * d;
+    double t_fwd[REPS], t_bwd[REPS], flop = 4.0 * seqs * heads * (double)n * n * d;
+    for (int rep = -1; rep < REPS; rep++) { /* rep -1 warms up */
+        tensor *x = TENSOR(seqs, n, C), *w = TENSOR(3 * C, C), *qkv[3];
+        fill(x->data, x->numel, &r);
+        fill(w->data, w->numel, &r);
+        w->requires_grad = true;
+        tensor_grad(w);
+        tape_profile_start();
+        op_linear_chunks(x, w, NULL, 3, qkv);
+        tensor *y = op_attention(qkv[0], qkv[1], qkv[2], heads, 1.0f / sqrtf((float)d), NULL, NULL,
+                                 1);
+        fill(tensor_grad(y), y->numel, &r);
+        tape_run_backward();
+        tape_profile_stop();
+        const tape_op_time *t = &tape_profile()[OP_ATTENTION];
+        if (rep >= 0) t_fwd[rep] = t->forward_s, t_bwd[rep] = t->backward_s;
+        tape_reset();
+        arena_reset(&vitc_arena);
+    }
+    double f = median(t_fwd), b = median(t_bwd);
+    printf("attention %-34s %s   fwd %7.2f ms (%5.1f GFLOP/s)   bwd %7.2f ms (%5.1f GFLOP/s, "
+           "5 products)\n",
+           shape, precision_name(vitc_precision()), 1e3 * f, flop / f * 1e-9, 1e3 * b,
+           2.5 * flop / b * 1e-9);
+}
+
 int main(void) {
     printf("threads %d, OpenBLAS %s\n", vitc_threads(), openblas_get_config());
     bench_linear(6304, 192, 576);
     bench_linear(6304, 768, 192);
     bench_linear(6304, 192, 768);
+    for (int p = 0; p < 2; p++) {
+        const char *why = NULL;
+        if (!vitc_set_precision(p ? PRECISION_BF16 : PRECISION_FP32, &why)) {
+            printf("attention in bf16 skipped: %s\n", why);
+            break;
+        }
+        bench_attention("swin_t s1 windows (1024x3, 49, 32)", 1024, 49, 3, 32);
+        bench_attention("deit_t (16x3, 197, 64)", 16, 197, 3, 64);
+    }
     arena_free(&vitc_arena);
     return 0;
 }
