@@ -298,17 +298,22 @@ static void tiled_backward_pair(float *dq, float *dk, float *dv, float *dbias_h,
     float *kt = scratch, *vt = kt + (size_t)d * mp, *P = vt + (size_t)d * mp,
           *dP = P + ATTN_BLOCK_ROWS * mp;
     bool need_ds = dq || dk || dbias_h;
+    int next = pair + 1 < a->seqs * a->heads ? pair + 1 : -1;
     pack_transposed(kt, k + ko, C, m, d, a->scale);
+    if (next >= 0) attn_fetch_rows(attn_pair_row(a, k, m, next, 0), C, m, d);
     if (need_ds) pack_transposed(vt, v + ko, C, m, d, 1.0f);
+    if (next >= 0) attn_fetch_rows(attn_pair_row(a, v, m, next, 0), C, m, d);
     for (int i0 = 0; i0 < n; i0 += ATTN_BLOCK_ROWS) {
         int i1 = i0 + ATTN_BLOCK_ROWS < n ? i0 + ATTN_BLOCK_ROWS : n, rows = i1 - i0;
         block_logits(P, q + qo, C, i0, i1, kt, m, d);
         attn_block_add_bias_mask(P, a, pair, i0, i1, mp);
         attn_block_probs(P, lse + (size_t)pair * n + i0, rows, mp);
+        if (next >= 0) attn_fetch_rows(attn_pair_row(a, q, n, next, i0), C, rows, d);
         const float *dout_block = dout + qo + (size_t)i0 * C;
         if (dv) block_product(dv + ko, C, 1.0f, true, P, 1, mp, m, dout_block, C, rows, d);
         if (!need_ds) continue;
         block_logits(dP, dout_block, C, 0, rows, vt, m, d);
+        if (next >= 0) attn_fetch_rows(attn_pair_row(a, dout, n, next, i0), C, rows, d);
         attn_softmax_grad_rows(dP, P, mp, dbias_h ? dbias_h + (size_t)i0 * m : NULL, rows, m, false);
         if (dq) block_product(dq + qo + (size_t)i0 * C, C, a->scale, true, dP, mp, 1, rows, k + ko, C, m, d);
         if (dk) block_product(dk + ko, C, a->scale, true, dP, 1, mp, m, q + qo + (size_t)i0 * C, C, rows, d);
