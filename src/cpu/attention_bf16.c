@@ -123,7 +123,10 @@ BF16_TARGET static void transposed_pairs(uint32_t *w, size_t ldw, const float *x
 
 /* out's rows r < rows (stride ldo) of 16 NV floats = a[r] · b (+ out when accumulating), a's rows
  * (stride lda) and b's U rows (stride ldb) in words; TR rows are computed, the missing ones
- * repeating the last */
+ * repeating the last. A word's rows are broadcast first and each vector of b then loaded once:
+ * with b's vectors loaded first, GCC loaded them again for every row (17 loads per 16 products
+ * in the 4 x 4 tile, 8 so; simd.h's KEEP_IN_REGISTER), which Zen 4, one zmm load a cycle, hides
+ * only while b's vectors sit on cache lines. */
 BF16_TARGET INLINE void word_tile(float *out, size_t ldo, const uint32_t *a, size_t lda,
                                   const uint32_t *b, size_t ldb, int U, int rows, int TR, int NV,
                                   bool accumulate) {
@@ -134,11 +137,11 @@ BF16_TARGET INLINE void word_tile(float *out, size_t ldo, const uint32_t *a, siz
         for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
     }
     for (int u = 0; u < U; u++) {
-        __m512bh bv[4];
-        for (int v = 0; v < NV; v++) bv[v] = (__m512bh)_mm512_loadu_si512(b + u * ldb + 16 * v);
-        for (int r = 0; r < TR; r++) {
-            __m512bh x = (__m512bh)_mm512_set1_epi32((int)ar[r][u]);
-            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], x, bv[v]);
+        __m512bh x[8];
+        for (int r = 0; r < TR; r++) x[r] = (__m512bh)_mm512_set1_epi32((int)ar[r][u]);
+        for (int v = 0; v < NV; v++) {
+            __m512bh bv = (__m512bh)_mm512_loadu_si512(b + u * ldb + 16 * v);
+            for (int r = 0; r < TR; r++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], x[r], bv);
         }
     }
     for (int r = 0; r < TR && r < rows; r++)
