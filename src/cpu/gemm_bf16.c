@@ -216,22 +216,41 @@ BF16_TARGET static void amx_tile(float *c, int ldc, const bf16 *a, int lda, cons
 }
 #endif
 
-/* a block of an operand as it is stored: `rows` rows of `bytes`, row stride ld bytes */
+/* a block of an operand as it is stored: `rows` rows of `bytes`, row stride ld bytes, from p; or,
+ * in an operand stored as blocks side by side (blocks non-NULL, stored16), its columns
+ * col0..col0 + cols of rows row0.. */
 typedef struct region {
     const char *p;
     int rows, bytes;
     size_t ld;
+    const bf16 *const *blocks;
+    int block_cols, row0, col0, cols;
 } region;
+
+static inline void prefetch_bytes(const char *p, int bytes) {
+    for (int k = 0; k < bytes + 64; k += 64) __builtin_prefetch(p + k, 0, 2);
+}
 
 /* share `part` of `parts` of the region fetched into L2 while a tile computes: packing the next
  * block otherwise waits for memory (a transposed operand's short rows defeat the hardware's
- * prefetcher: dw's fp32 GEMMs spent half their time there) */
+ * prefetcher: dw's fp32 GEMMs spent half their time there, the q, k and v gradients' dw a
+ * quarter) */
 static inline void prefetch_share(region r, int part, int parts) {
     int i0 = (int)((int64_t)r.rows * part / parts);
     int i1 = (int)((int64_t)r.rows * (part + 1) / parts);
-    for (int i = i0; i < i1; i++)
-        for (int k = 0; k < r.bytes + 64; k += 64)
-            __builtin_prefetch(r.p + (size_t)i * r.ld + k, 0, 2);
+    for (int i = i0; i < i1; i++) {
+        if (!r.blocks) {
+            prefetch_bytes(r.p + (size_t)i * r.ld, r.bytes);
+            continue;
+        }
+        for (int c = r.col0; c < r.col0 + r.cols;) { /* the part of each block the columns cross */
+            int in_block = c % r.block_cols;
+            int n = min_int(r.block_cols - in_block, r.col0 + r.cols - c);
+            const bf16 *at = r.blocks[c / r.block_cols] + (size_t)(r.row0 + i) * r.ld + in_block;
+            prefetch_bytes((const char *)at, n * (int)sizeof(bf16));
+            c += n;
+        }
+    }
 }
 
 /* one packed panel against `rows` rows of A: whole tiles, then a shorter one; meanwhile the tiles
@@ -309,7 +328,8 @@ static bool a16_direct(const gemm_job *g) {
 static region block_of(const float *p, const bf16 *p16, size_t at, int rows, int width, int ld) {
     size_t size = p16 ? sizeof(bf16) : sizeof(float);
     const char *base = p16 ? (const char *)p16 : (const char *)p;
-    return (region){base + at * size, rows, (int)(width * size), ld * size};
+    return (region){.p = base + at * size, .rows = rows, .bytes = (int)(width * size),
+                    .ld = ld * size};
 }
 
 /* what is stored behind A's block (rows r0.., columns k0.. of op(A)) and B's (columns j0.. of
@@ -317,7 +337,14 @@ static region block_of(const float *p, const bf16 *p16, size_t at, int rows, int
  * rows 0) */
 static region a_region(const gemm_job *g, int r0, int rows, int k0) {
     int kc = min_int(KC, g->k_end - k0);
-    if (g->ap || a16_direct(g) || g->A16_blocks || rows <= 0) return (region){0};
+    if (g->ap || a16_direct(g) || rows <= 0) return (region){0};
+    if (g->A16_blocks) /* in ld elements */
+        return g->trans_a ? (region){.blocks = g->A16_blocks, .block_cols = g->a_block_cols,
+                                     .ld = (size_t)g->lda, .row0 = k0, .rows = kc, .col0 = r0,
+                                     .cols = rows}
+                          : (region){.blocks = g->A16_blocks, .block_cols = g->a_block_cols,
+                                     .ld = (size_t)g->lda, .row0 = r0, .rows = rows, .col0 = k0,
+                                     .cols = kc};
     return g->trans_a ? block_of(g->A, g->A16, (size_t)k0 * g->lda + r0, kc, rows, g->lda)
                       : block_of(g->A, g->A16, (size_t)r0 * g->lda + k0, rows, kc, g->lda);
 }
