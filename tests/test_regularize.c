@@ -1,5 +1,7 @@
 /* Dropout and the drop-path residual step: keep rates, scaling, determinism, gradients through a
  * fixed mask. */
+#include "../src/core/cpu_features.h"
+#include "../src/core/precision.h"
 #include "../src/core/threads.h"
 #include "../src/cpu/mlp.h"
 #include "../src/ops/ops.h"
@@ -233,6 +235,49 @@ TEST(mlp_residual_skips_the_dropped_samples) {
         tape_reset();
         free(seed);
     }
+}
+
+/* Where drop path drops samples, the MLP step's backward runs on the kept samples' rows alone,
+ * taken run by run of kept samples into passes (here of 3 samples in residual_linear's backward,
+ * so that some masks cut a run at a pass's end): every gradient as the two ops', which compute
+ * the dropped samples' zeros */
+static void expect_kept_backward_as_the_two_ops(bool bf16) {
+    rng r;
+    rng_seed(&r, 78, RNG_TEST);
+    const int B = 5, rows = 1600, C = 8, H = 340, per = rows * C;
+    tensor *res = LEAF(&r, 1, B, rows, C), *lw = LEAF(&r, 1, C), *lb = LEAF(&r, 1, C);
+    tensor *w1 = LEAF(&r, 0.3f, H, C), *b1 = LEAF(&r, 1, H), *w2 = LEAF(&r, 0.3f, C, H);
+    tensor *b2 = LEAF(&r, 1, C), *inputs[7] = {res, lw, lb, w1, b1, w2, b2};
+    int masks = 0;
+    for (int seed = 1; seed <= 4; seed++) {
+        rng d1, d2;
+        rng_seed(&d1, (uint64_t)seed, RNG_DROPOUT);
+        rng_seed(&d2, (uint64_t)seed, RNG_DROPOUT);
+        tensor *y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, 0.4f, &d1);
+        tensor *h = bf16 ? op_layernorm_linear_bf16(res, lw, lb, 1e-5f, w1, b1)
+                         : op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1);
+        tensor *chain = op_residual_linear(res, h, w2, b2, true, 0.4f, &d2);
+        int dropped = 0;
+        for (int s = 0; s < B; s++)
+            dropped += !memcmp(y->data + s * per, res->data + s * per, sizeof(float) * per);
+        masks += dropped > 0 && dropped < B;
+        double err = backward_difference(chain, y, 7, inputs);
+        EXPECT(err < (bf16 ? 1e-3 : 1e-4),
+               "%s, mask %d (%d of %d samples dropped): gradients differ from the two ops' by %g",
+               bf16 ? "bf16" : "fp32", seed, dropped, B, err);
+    }
+    EXPECT(masks >= 2, "%d of 4 masks dropped some samples and kept others", masks);
+}
+
+TEST(mlp_residual_backward_takes_the_kept_samples_alone) {
+    expect_kept_backward_as_the_two_ops(false);
+}
+
+TEST(mlp_residual_backward_takes_the_kept_samples_alone_in_bf16) {
+    if (cpu_bf16_error()) SKIP("this CPU lacks AVX512_BF16 (vdpbf16ps)");
+    vitc_set_precision(PRECISION_BF16, NULL);
+    expect_kept_backward_as_the_two_ops(true);
+    vitc_set_precision(PRECISION_FP32, NULL);
 }
 
 static tensor *mlp_fn(tensor **in, const void *ctx) {

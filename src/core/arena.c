@@ -173,8 +173,10 @@ void arena_reset(arena *a) {
     forget_island(a);
     if (a->peak && (!a->head || a->head->next || a->head->size < a->peak)) {
         /* the step spilled over several chunks (which layer-by-layer inference may have released
-         * already): replace them by one block that fits the peak */
-        size_t size = a->peak > a->chunk_bytes ? a->peak : a->chunk_bytes;
+         * already): replace them by one block that fits the peak, and an eighth more, so that a
+         * later step that asks a little more (scratch sized by the drop-path mask's kept samples)
+         * does not spill again: each new block is memory the system hands over page by page */
+        size_t fit = a->peak + a->peak / 8, size = fit > a->chunk_bytes ? fit : a->chunk_bytes;
         arena *companion = a->companion;
         a->companion = NULL; /* reset above, not freed */
         arena_free(a);

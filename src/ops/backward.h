@@ -27,6 +27,20 @@ static inline int64_t items_per_pass(int64_t items, int64_t floats_per_item, int
     return (items + passes - 1) / passes;
 }
 
+/* A drop-path mask's host copy, a value a sample (0: dropped): the samples it keeps, and the next
+ * run of kept samples from sample *first on, [*first, *end) (false past the last). The MLP step's
+ * two nodes hold it where their backwards take the kept samples alone (op_mlp_residual). */
+static inline int kept_samples(const float *keep, int samples) {
+    int n = 0;
+    for (int s = 0; s < samples; s++) n += keep[s] != 0.0f;
+    return n;
+}
+static inline bool next_kept_run(const float *keep, int samples, int *first, int *end) {
+    while (*first < samples && keep[*first] == 0.0f) ++*first;
+    for (*end = *first; *end < samples && keep[*end] != 0.0f; ++*end) {}
+    return *first < samples;
+}
+
 void op_linear_backward(tape_node *n);
 void op_linear_chunks_backward(tape_node *n);
 void op_matmul_backward(tape_node *n);

@@ -75,7 +75,60 @@ tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float ep
     return layernorm_linear(x, ln_w, ln_b, eps, w, b, tape_grad_enabled());
 }
 
+/* the MLP step's first half over the samples drop path keeps (op_mlp_residual): the output's
+ * gradient holds their rows one sample after another (mlp_kept_backward), passes of whole kept
+ * samples take them in turn, and each run of kept samples meets its own rows of x */
+static void layernorm_linear_kept_backward(tape_node *n) {
+    tensor *x = n->in[0], *ln_w = n->in[1], *ln_b = n->in[2], *w = n->in[3], *b = n->in[4];
+    const float *keep = n->ptr, *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
+    int C = x->shape[x->ndim - 1], N = w->shape[0], B = x->shape[0], rows = (int)(x->numel / C / B);
+    int group = (int)items_per_pass(B, 2 * (int64_t)rows * C, rows); /* as mlp_kept_backward's */
+    float *dx = x->requires_grad ? tensor_grad(x) : NULL;
+    float *dln_w = ln_w->requires_grad ? tensor_grad(ln_w) : NULL;
+    float *dln_b = ln_b->requires_grad ? tensor_grad(ln_b) : NULL;
+    float *dw = w->requires_grad ? tensor_grad(w) : NULL;
+    float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
+    size_t most = (size_t)group * rows;
+    float *y = scratch_floats(most * C), *dy = scratch_floats(most * C);
+    bool g16 = n->out->grad_bf16;
+    for (int s = 0, j = 0; s < B;) {
+        int j0 = j, s0 = s;
+        for (int e; j - j0 < group && next_kept_run(keep, B, &s, &e); s = e) {
+            e = e - s > group - (j - j0) ? s + group - (j - j0) : e; /* the pass's share */
+            size_t at = (size_t)(j - j0) * rows * C, from = (size_t)s * rows;
+            kernels->layernorm_apply(y + at, x->data + from * C, mean + from, rstd + from,
+                                     ln_w->data, ln_b->data, (int64_t)(e - s) * rows, C);
+            j += e - s;
+        }
+        if (j == j0) break;
+        int pass_rows = (j - j0) * rows;
+        size_t g_at = (size_t)j0 * rows * N;
+        if (g16) {
+            kernels->linear_backward_bf16_grad(dy, dw, db, (const uint16_t *)n->out->grad + g_at, y,
+                                               w->data, pass_rows, C, N);
+        } else {
+            const float *g = n->out->grad + g_at;
+            kernels->gemm(false, false, pass_rows, C, N, 1.0f, g, w->data, 0.0f, dy);
+            kernels->linear_backward(NULL, dw, db, g, y, w->data, pass_rows, C, N);
+        }
+        for (int e, k = j0; k < j && next_kept_run(keep, B, &s0, &e); s0 = e) { /* the same runs */
+            e = e - s0 > j - k ? s0 + j - k : e;
+            size_t at = (size_t)(k - j0) * rows * C, from = (size_t)s0 * rows;
+            kernels->layernorm_backward(dx ? dx + from * C : NULL, dln_w, dln_b, dy + at,
+                                        x->data + from * C, mean + from, rstd + from, ln_w->data,
+                                        (int64_t)(e - s0) * rows, C);
+            k += e - s0;
+        }
+    }
+    scratch_done(dy, most * C);
+    scratch_done(y, most * C);
+}
+
 void op_layernorm_linear_backward(tape_node *n) {
+    if (n->ptr) {
+        layernorm_linear_kept_backward(n);
+        return;
+    }
     tensor *x = n->in[0], *ln_w = n->in[1], *ln_b = n->in[2], *w = n->in[3], *b = n->in[4];
     int C = x->shape[x->ndim - 1], N = w->shape[0];
     int64_t M = x->numel / C, pass = items_per_pass(M, 2 * C, 1); /* y and dy */

@@ -2,6 +2,8 @@
  * depth). Each sample's draws come from its own stream, keyed by one draw of the op's stream and the
  * sample's index in the whole batch, so a seed gives the same mask whatever the thread count, and a
  * data-parallel rank draws for its samples what one process draws for them. */
+#include <string.h>
+
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/memory.h"
@@ -14,8 +16,10 @@
 #include "kernels.h"
 
 /* `per` draws of keep (1/(1-p)) or 0 for each of `samples` samples, drawn on the host and moved to
- * the device's memory */
-static tensor *draw_mask(int id, float p, rng *r, int64_t samples, int64_t per) {
+ * the device's memory; *host (when given) = a copy on the host for the step, apart from the mask,
+ * whose memory goes back after its node's backward (on the CPU, the mask is the draws) */
+static tensor *draw_mask(int id, float p, rng *r, int64_t samples, int64_t per,
+                         const float **host) {
     CHECK(r, "%s with p %g needs a random stream", op_table[id].name, p);
     int n = (int)(samples * per);
     float *draws = arena_alloc(&vitc_arena, sizeof(float) * (size_t)n), keep = 1.0f / (1.0f - p);
@@ -25,13 +29,16 @@ static tensor *draw_mask(int id, float p, rng *r, int64_t samples, int64_t per) 
         rng_seed(&g, key + (uint64_t)(r->first_sample + s), RNG_DROP_PATH);
         for (int64_t j = 0; j < per; j++) draws[s * per + j] = rng_uniform(&g) >= p ? keep : 0.0f;
     }
+    if (host) *host = memcpy(arena_alloc_small(&vitc_arena, sizeof(float) * (size_t)n), draws,
+                             sizeof(float) * (size_t)n);
     return tensor_wrap((float *)backend_floats(draws, n), 1, &n);
 }
 
 tensor *op_dropout(tensor *x, float p, rng *r) {
     CHECK(p >= 0 && p < 1, "dropout: probability %g outside [0, 1)", p);
     if (p == 0) return x;
-    tensor *mask = draw_mask(OP_DROPOUT, p, r, x->shape[0], x->numel / x->shape[0]), *out = tensor_like(x);
+    tensor *mask = draw_mask(OP_DROPOUT, p, r, x->shape[0], x->numel / x->shape[0], NULL);
+    tensor *out = tensor_like(x);
     kernels->scale_groups(out->data, x->data, mask->data, x->numel, 1, false);
     tape_node *n = tape_record(OP_DROPOUT, out, 1, (tensor *[]){x});
     if (n) n->saved[0] = mask;
@@ -61,7 +68,7 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
     CHECK(!h->bf16 || gelu, "residual_linear: a bf16 input %s is an MLP's hidden layer, for the GELU",
           SHAPE_STR(h));
     int B = res->shape[0], M = (int)(res->numel / N), rows = M / B;
-    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B, 1) : NULL;
+    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B, 1, NULL) : NULL;
     tensor *out = tensor_like(res);
     /* passes of a few samples: the GELU, or the branch in window order, is scratch */
     int64_t per_sample = gelu ? (int64_t)rows * K : g.H ? (int64_t)rows * N : 0;
@@ -118,7 +125,79 @@ tensor *op_residual_linear_windows(tensor *res, tensor *h, tensor *w, tensor *b,
     return residual_linear(res, h, w, b, false, (window_geom){res->shape[1], res->shape[2], wh, ww, shift}, p, r);
 }
 
+/* The MLP step's backward over the samples drop path keeps, where it dropped any (op_mlp_residual
+ * leaves the host's copy of the mask in both of its nodes): a dropped sample's branch adds nothing
+ * to any gradient, so the GELU and the products run on the kept samples' rows, taken run by run
+ * of kept samples, and h's gradient holds those rows one sample after another, as
+ * op_layernorm_linear_backward reads them (h has no other reader). */
+static void mlp_kept_backward(tape_node *n) {
+    tensor *res = n->in[0], *h = n->in[1], *w = n->in[2], *b = n->in[3], *mask = n->saved[0];
+    const float *keep = n->ptr;
+    int K = h->shape[h->ndim - 1], N = w->shape[0], B = res->shape[0];
+    int rows = (int)(res->numel / N / B);
+    CHECK(n->iarg[0] && mask && !h->grad && h->readers == 1,
+          "residual_linear: the kept samples' backward is the MLP step's own");
+    uint16_t *dh16 = h->requires_grad && h->bf16 ? tensor_grad_bf16(h) : NULL;
+    float *dh = h->requires_grad && !h->bf16 ? tensor_grad(h) : NULL;
+    float *dw = w->requires_grad ? tensor_grad(w) : NULL;
+    float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
+    /* passes of as many kept samples as the whole step's passes take: the same scratch whatever
+     * the mask */
+    int group = (int)items_per_pass(B, (int64_t)rows * (2 * K + N), rows);
+    size_t most = (size_t)group * rows, n_act16 = h->bf16 ? (most * K + 1) / 2 : 0;
+    float *gm = scratch_floats(most * N);
+    float *act = h->bf16 ? NULL : scratch_floats(most * K);
+    float *slope = h->bf16 ? NULL : scratch_floats(most * K);
+    uint16_t *act16 = h->bf16 ? (uint16_t *)scratch_floats(n_act16) : NULL;
+    mlp_dims hidden = {(int64_t)most, N, K, rows};
+    size_t n_hidden = h->bf16 ? kernels->mlp_hidden_backward_scratch_floats(&hidden) : 0;
+    float *hidden_scratch = h->bf16 ? scratch_floats(n_hidden) : NULL;
+    /* passes of `group` kept samples; j counts the kept samples before a pass's rows */
+    for (int s = 0, j = 0; s < B;) {
+        int j0 = j;
+        for (int e; j - j0 < group && next_kept_run(keep, B, &s, &e); s = e) {
+            e = e - s > group - (j - j0) ? s + group - (j - j0) : e; /* the pass's share */
+            size_t at = (size_t)(j - j0) * rows, from = (size_t)s * rows;
+            size_t run = (size_t)(e - s) * rows;
+            kernels->scale_groups(gm + at * N, n->out->grad + from * N, mask->data + s, e - s,
+                                  (int64_t)rows * N, false);
+            if (h->bf16) {
+                hidden.M = (int64_t)run;
+                kernels->mlp_hidden_backward_bf16(dh16 ? dh16 + (size_t)j * rows * K : NULL,
+                                                  act16 + at * K, tensor_bf16(h) + from * K,
+                                                  gm + at * N, w->data, &hidden, hidden_scratch);
+            } else {
+                kernels->gelu_value_and_slope(act + at * K, slope + at * K, h->data + from * K,
+                                              (int64_t)run * K);
+            }
+            j += e - s;
+        }
+        if (j == j0) break;
+        int pass_rows = (j - j0) * rows;
+        if (h->bf16) {
+            kernels->linear_backward_bf16_input(NULL, dw, db, gm, act16, w->data, pass_rows, K, N);
+            continue;
+        }
+        kernels->linear_backward(NULL, dw, db, gm, act, w->data, pass_rows, K, N);
+        if (dh) { /* act, consumed, takes d(loss)/d(activation) */
+            kernels->gemm(false, false, pass_rows, K, N, 1.0f, gm, w->data, 0.0f, act);
+            kernels->scale_groups(dh + (size_t)j0 * rows * K, act, slope, (int64_t)pass_rows * K, 1,
+                                  true);
+        }
+    }
+    scratch_done(hidden_scratch, n_hidden);
+    scratch_done((float *)act16, n_act16);
+    scratch_done(slope, h->bf16 ? 0 : most * K);
+    scratch_done(act, h->bf16 ? 0 : most * K);
+    scratch_done(gm, most * N);
+    if (res->requires_grad) pass_grad(res, n->out);
+}
+
 void op_residual_linear_backward(tape_node *n) {
+    if (n->ptr) {
+        mlp_kept_backward(n);
+        return;
+    }
     tensor *res = n->in[0], *h = n->in[1], *w = n->in[2], *b = n->in[3], *mask = n->saved[0];
     bool gelu = n->iarg[0];
     window_geom geom = {n->iarg[1], n->iarg[2], n->iarg[3], n->iarg[4], n->iarg[5]};
@@ -219,7 +298,7 @@ tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w,
           "residual_linear_split: residual %s, inputs %s and %s, weight %s do not match", SHAPE_STR(res),
           SHAPE_STR(h0), SHAPE_STR(h1), SHAPE_STR(w));
     CHECK(!b || b->numel == N, "residual_linear_split: bias %s for %d outputs", SHAPE_STR(b), N);
-    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR_SPLIT, p, r, B, 1) : NULL;
+    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR_SPLIT, p, r, B, 1, NULL) : NULL;
     tensor *out = tensor_like(res), *h[2] = {h0, h1};
     size_t n_part = (size_t)N * (K0 > K1 ? K0 : K1);
     float *w_part = scratch_floats(n_part);
@@ -286,7 +365,8 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
           SHAPE_STR(w1), SHAPE_STR(w2));
     int B = res->shape[0];
     mlp_dims d = {res->numel / C, C, H, (int)(res->numel / C / B)};
-    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B, 1) : NULL;
+    const float *keep = NULL;
+    tensor *mask = p > 0 ? draw_mask(OP_RESIDUAL_LINEAR, p, r, B, 1, &keep) : NULL;
     tensor *out = tensor_like(res), *mean = TENSOR((int)d.M), *rstd = TENSOR((int)d.M), *h = NULL;
     if (record) {
         int shape[TENSOR_MAX_DIMS];
@@ -307,13 +387,16 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
         tape_profile_op(OP_LAYERNORM_LINEAR);
         return out;
     }
-    /* the two nodes op_layernorm_linear and op_residual_linear record: their backwards run */
+    /* the two nodes op_layernorm_linear and op_residual_linear record: their backwards run, over
+     * the kept samples alone where drop path drops any (kept_samples) */
+    const float *kept = keep && kept_samples(keep, B) < B ? keep : NULL;
     tape_node *n = tape_record(OP_LAYERNORM_LINEAR, h, 5, (tensor *[]){res, ln_w, ln_b, w1, b1});
-    if (n) n->saved[0] = mean, n->saved[1] = rstd;
+    if (n) n->saved[0] = mean, n->saved[1] = rstd, n->ptr = kept;
     n = tape_record(OP_RESIDUAL_LINEAR, out, 4, (tensor *[]){res, h, w2, b2});
     if (n) {
         n->saved[0] = mask;
         n->iarg[0] = 1; /* gelu */
+        n->ptr = kept;
     }
     return out;
 }
