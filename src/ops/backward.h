@@ -28,17 +28,18 @@ static inline int64_t items_per_pass(int64_t items, int64_t floats_per_item, int
 }
 
 /* A drop-path mask's host copy, a value a sample (0: dropped): the samples it keeps, and the next
- * run of kept samples from sample *first on, [*first, *end) (false past the last). The MLP step's
- * two nodes hold it where their backwards take the kept samples alone (op_mlp_residual). */
+ * run of at most `most` kept samples from sample *first on, [*first, *end) (false past the last, or
+ * for most 0). The MLP step's two nodes hold it where their backwards take the kept samples alone
+ * (op_mlp_residual). */
 static inline int kept_samples(const float *keep, int samples) {
     int n = 0;
     for (int s = 0; s < samples; s++) n += keep[s] != 0.0f;
     return n;
 }
-static inline bool next_kept_run(const float *keep, int samples, int *first, int *end) {
-    while (*first < samples && keep[*first] == 0.0f) ++*first;
-    for (*end = *first; *end < samples && keep[*end] != 0.0f; ++*end) {}
-    return *first < samples;
+static inline bool next_kept_run(const float *keep, int samples, int most, int *first, int *end) {
+    while (most > 0 && *first < samples && keep[*first] == 0.0f) ++*first;
+    for (*end = *first; *end < samples && *end - *first < most && keep[*end] != 0.0f; ++*end) {}
+    return *end > *first;
 }
 
 void op_linear_backward(tape_node *n);

@@ -93,8 +93,7 @@ static void layernorm_linear_kept_backward(tape_node *n) {
     bool g16 = n->out->grad_bf16;
     for (int s = 0, j = 0; s < B;) {
         int j0 = j, s0 = s;
-        for (int e; j - j0 < group && next_kept_run(keep, B, &s, &e); s = e) {
-            e = e - s > group - (j - j0) ? s + group - (j - j0) : e; /* the pass's share */
+        for (int e; next_kept_run(keep, B, group - (j - j0), &s, &e); s = e) {
             size_t at = (size_t)(j - j0) * rows * C, from = (size_t)s * rows;
             kernels->layernorm_apply(y + at, x->data + from * C, mean + from, rstd + from,
                                      ln_w->data, ln_b->data, (int64_t)(e - s) * rows, C);
@@ -111,8 +110,7 @@ static void layernorm_linear_kept_backward(tape_node *n) {
             kernels->gemm(false, false, pass_rows, C, N, 1.0f, g, w->data, 0.0f, dy);
             kernels->linear_backward(NULL, dw, db, g, y, w->data, pass_rows, C, N);
         }
-        for (int e, k = j0; k < j && next_kept_run(keep, B, &s0, &e); s0 = e) { /* the same runs */
-            e = e - s0 > j - k ? s0 + j - k : e;
+        for (int e, k = j0; next_kept_run(keep, B, j - k, &s0, &e); s0 = e) { /* the same runs */
             size_t at = (size_t)(k - j0) * rows * C, from = (size_t)s0 * rows;
             kernels->layernorm_backward(dx ? dx + from * C : NULL, dln_w, dln_b, dy + at,
                                         x->data + from * C, mean + from, rstd + from, ln_w->data,

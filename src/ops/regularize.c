@@ -155,8 +155,7 @@ static void mlp_kept_backward(tape_node *n) {
     /* passes of `group` kept samples; j counts the kept samples before a pass's rows */
     for (int s = 0, j = 0; s < B;) {
         int j0 = j;
-        for (int e; j - j0 < group && next_kept_run(keep, B, &s, &e); s = e) {
-            e = e - s > group - (j - j0) ? s + group - (j - j0) : e; /* the pass's share */
+        for (int e; next_kept_run(keep, B, group - (j - j0), &s, &e); s = e) {
             size_t at = (size_t)(j - j0) * rows, from = (size_t)s * rows;
             size_t run = (size_t)(e - s) * rows;
             kernels->scale_groups(gm + at * N, n->out->grad + from * N, mask->data + s, e - s,
