@@ -110,16 +110,19 @@ static void *cswin_build(model *m) {
 /* branch br: norm1(x) cut into its h x w stripes, the branch's channels of q, k and v projected
  * from them, each by its own GEMM (projections are per token, so they commute with the cut),
  * attention, stripes put back; the output's channel parts go to parts, their count is returned */
-static int branch_forward(const cswin_block *b, int br, tensor *x, int R, tensor **parts) {
+static int branch_forward(const cswin_block *b, int br, tensor *x, int R, const drop_path *d,
+                          tensor **parts) {
     attn *a = b->branch[br];
     int B = x->shape[0], C = x->shape[2], h = a->spec.h, w = a->spec.w, Cb = C / b->n_branches;
-    tensor *stripes = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b, b->norm1.eps, h, w, 0);
+    tensor *stripes = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b,
+                                           b->norm1.eps, h, w, 0, d);
     tensor *qkv[3];
     for (int i = 0; i < 3; i++) qkv[i] = op_linear_rows(stripes, b->qkv.w, b->qkv.b, i * C + br * Cb, Cb);
     int n = attn_forward_parts(a, qkv[0], qkv[1], qkv[2], parts);
     for (int i = 0; i < n; i++) {
         int Cp = parts[i]->shape[2];
-        parts[i] = RESHAPE(op_window_reverse(parts[i], R, R, h, w, 0), B, R * R, Cp);
+        tensor *map = op_window_reverse(parts[i], R, R, h, w, 0);
+        parts[i] = RESHAPE(map, map->shape[0], R * R, Cp);
     }
     return n;
 }
@@ -128,12 +131,16 @@ static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const
     /* two parts (two branches, or ELFATT's global and local heads) go into the projection as they
      * are, never concatenated */
     tensor *parts[2];
-    int n = 0;
-    for (int br = 0; br < b->n_branches; br++) n += branch_forward(b, br, x, R, parts + n);
+    int n = 0, B = x->shape[0];
     float dp = o->train ? b->drop_path : 0.0f;
-    x = n == 1 ? op_residual_linear(x, parts[0], b->proj.w, b->proj.b, false, dp, o->rng)
-               : op_residual_linear_split(x, parts[0], parts[1], b->proj.w, b->proj.b, dp, o->rng);
-    return nn_mlp_residual(&b->mlp, &b->norm2, x, dp, o->rng);
+    /* the attention branches run on the samples their drop path keeps */
+    drop_path attn_dp = op_drop_path(dp, o->rng, B);
+    for (int br = 0; br < b->n_branches; br++)
+        n += branch_forward(b, br, x, R, &attn_dp, parts + n);
+    x = n == 1 ? op_residual_linear(x, parts[0], b->proj.w, b->proj.b, false, &attn_dp)
+               : op_residual_linear_split(x, parts[0], parts[1], b->proj.w, b->proj.b, &attn_dp);
+    drop_path mlp_dp = op_drop_path(dp, o->rng, B);
+    return nn_mlp_residual(&b->mlp, &b->norm2, x, &mlp_dp);
 }
 
 static tensor *cswin_forward(model *m, tensor *images, const forward_opts *o) {

@@ -73,11 +73,15 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
         deit_block *b = &d->blocks[i];
         arena_mark mark = arena_get_mark(&vitc_arena);
         float dp = o->train ? b->drop_path : 0.0f;
+        /* the attention branch runs on the samples its drop path keeps */
+        drop_path attn_dp = op_drop_path(dp, o->rng, B);
         tensor *qkv[3];
-        nn_linear_chunks(&b->qkv, nn_layernorm_forward(&b->norm1, x), 3, qkv);
+        const nn_layernorm *n1 = &b->norm1;
+        nn_linear_chunks(&b->qkv, op_layernorm(x, n1->w, n1->b, n1->eps, &attn_dp), 3, qkv);
         tensor *a = attn_forward(b->core, qkv[0], qkv[1], qkv[2]);
-        x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, dp, o->rng);
-        x = nn_mlp_residual(&b->mlp, &b->norm2, x, dp, o->rng);
+        x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, &attn_dp);
+        drop_path mlp_dp = op_drop_path(dp, o->rng, B);
+        x = nn_mlp_residual(&b->mlp, &b->norm2, x, &mlp_dp);
         x = tensor_keep(&mark, x); /* inference: only the block's output survives it */
     }
     x = op_slice(nn_layernorm_forward(&d->norm, x), 1, 0, 1);

@@ -122,23 +122,30 @@ static void *pvt_build(model *m) {
 
 static tensor *pvt_block_forward(const pvt_block *b, tensor *x, int R, bool v2, const forward_opts *o) {
     int B = x->shape[0], C = x->shape[2];
-    tensor *y = nn_layernorm_forward(&b->norm1, x), *src = y;
+    float dp = o->train ? b->drop_path : 0.0f;
+    /* each branch runs on the samples its drop path keeps (taken of them) */
+    drop_path attn_dp = op_drop_path(dp, o->rng, B);
+    tensor *y = op_layernorm(x, b->norm1.w, b->norm1.b, b->norm1.eps, &attn_dp), *src = y;
+    int taken = y->shape[0];
     if (b->sr_ratio > 1) {
-        tensor *r = nn_conv2d_forward(&b->sr, RESHAPE(y, B, R, R, C));
-        src = nn_layernorm_forward(&b->sr_norm, RESHAPE(r, B, r->shape[1] * r->shape[2], C));
+        tensor *r = nn_conv2d_forward(&b->sr, RESHAPE(y, taken, R, R, C));
+        src = nn_layernorm_forward(&b->sr_norm, RESHAPE(r, taken, r->shape[1] * r->shape[2], C));
     }
     tensor *kv[2];
     nn_linear_chunks(&b->kv, src, 2, kv);
     tensor *a = attn_forward(b->core, nn_linear_forward(&b->q, y), kv[0], kv[1]);
-    float dp = o->train ? b->drop_path : 0.0f;
-    x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, dp, o->rng);
+    x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, &attn_dp);
+    drop_path mlp_dp = op_drop_path(dp, o->rng, B);
     if (!v2) /* timm's Mlp: the fused step */
-        return op_mlp_residual(x, b->norm2.w, b->norm2.b, b->norm2.eps, b->fc1.w, b->fc1.b, b->fc2.w,
-                               b->fc2.b, dp, o->rng);
-    tensor *h = op_layernorm_linear(x, b->norm2.w, b->norm2.b, b->norm2.eps, b->fc1.w, b->fc1.b);
+        return op_mlp_residual(x, b->norm2.w, b->norm2.b, b->norm2.eps, b->fc1.w, b->fc1.b,
+                               b->fc2.w, b->fc2.b, &mlp_dp);
+    tensor *h =
+        op_layernorm_linear(x, b->norm2.w, b->norm2.b, b->norm2.eps, b->fc1.w, b->fc1.b, &mlp_dp);
     int hidden = h->shape[2];
-    h = RESHAPE(nn_conv2d_forward(&b->mlp_dwconv, RESHAPE(h, B, R, R, hidden)), B, R * R, hidden);
-    return op_residual_linear(x, h, b->fc2.w, b->fc2.b, true, dp, o->rng);
+    taken = h->shape[0];
+    h = RESHAPE(nn_conv2d_forward(&b->mlp_dwconv, RESHAPE(h, taken, R, R, hidden)), taken, R * R,
+                hidden);
+    return op_residual_linear(x, h, b->fc2.w, b->fc2.b, true, &mlp_dp);
 }
 
 static tensor *pvt_forward(model *m, tensor *images, const forward_opts *o) {

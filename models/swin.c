@@ -128,16 +128,20 @@ static void *swin_build(model *m) {
 }
 
 static tensor *swin_block_forward(const swin_block *b, tensor *x, int R, const forward_opts *o) {
-    int B = x->shape[0], C = x->shape[2], w = b->window, nw = (R / w) * (R / w);
+    int B = x->shape[0], C = x->shape[2], w = b->window;
+    float dp = o->train ? b->drop_path : 0.0f;
+    /* the attention branch runs on the samples its drop path keeps */
+    drop_path attn_dp = op_drop_path(dp, o->rng, B);
     tensor *qkv[3];
-    tensor *windows = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b, b->norm1.eps, w, w, b->shift);
+    tensor *windows = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b,
+                                           b->norm1.eps, w, w, b->shift, &attn_dp);
     nn_linear_chunks(&b->qkv, windows, 3, qkv);
     tensor *y = attn_forward(b->core, qkv[0], qkv[1], qkv[2]);
-    float dp = o->train ? b->drop_path : 0.0f;
     /* the projection is per token: it runs on the windows, which the residual step puts back */
-    x = op_residual_linear_windows(RESHAPE(x, B, R, R, C), RESHAPE(y, B * nw, w * w, C), b->proj.w,
-                                   b->proj.b, w, w, b->shift, dp, o->rng);
-    return nn_mlp_residual(&b->mlp, &b->norm2, RESHAPE(x, B, R * R, C), dp, o->rng);
+    x = op_residual_linear_windows(RESHAPE(x, B, R, R, C), y, b->proj.w, b->proj.b, w, w, b->shift,
+                                   &attn_dp);
+    drop_path mlp_dp = op_drop_path(dp, o->rng, B);
+    return nn_mlp_residual(&b->mlp, &b->norm2, RESHAPE(x, B, R * R, C), &mlp_dp);
 }
 
 /* 2x2 patch merging: channels ordered (even row, even col), (odd row, even col), (even row, odd
@@ -152,7 +156,7 @@ static tensor *patch_merge(const swin_stage *st, tensor *x) {
     tensor *y = op_permute(RESHAPE(x, B * h, 2, h, 2, C), (int[]){0, 2, 3, 1, 4});
     y = RESHAPE(y, B, h * h, 4 * C);
     const nn_layernorm *n = &st->merge_norm; /* the normalised map is recomputed, not kept */
-    return op_layernorm_linear(y, n->w, n->b, n->eps, st->reduction.w, st->reduction.b);
+    return op_layernorm_linear(y, n->w, n->b, n->eps, st->reduction.w, st->reduction.b, NULL);
 }
 
 static tensor *swin_forward(model *m, tensor *images, const forward_opts *o) {

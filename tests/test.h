@@ -13,6 +13,7 @@
 #include "../src/core/rng.h"
 #include "../src/core/tape.h"
 #include "../src/core/tensor.h"
+#include "../src/ops/ops.h"
 
 typedef void (*test_fn)(void);
 void test_register(const char *name, test_fn fn);
@@ -72,6 +73,10 @@ tensor *test_randn(rng *r, float scale, int ndim, const int *shape);
 tensor *test_leaf(rng *r, float scale, int ndim, const int *shape);
 #define LEAF(r, scale, ...)                                                                        \
     test_leaf((r), (scale), (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
+
+/* the drop path with probability p drawn from r for the samples of res, as a pointer for one call
+ */
+#define DROP_PATH(p, r, res) ((drop_path[]){op_drop_path((p), (r), (res)->shape[0])})
 
 /* max |a - b| / max(max |b|, tiny); NaN if a or b has one */
 double max_rel_diff(const float *a, const float *b, long n);

@@ -165,12 +165,12 @@ static tensor *conv_fn(tensor **in, const void *ctx) {
 
 static tensor *layernorm_linear_fn(tensor **in, const void *ctx) {
     (void)ctx;
-    return op_layernorm_linear(in[0], in[1], in[2], 1e-5f, in[3], in[4]);
+    return op_layernorm_linear(in[0], in[1], in[2], 1e-5f, in[3], in[4], NULL);
 }
 
 static tensor *mlp_residual_fn(tensor **in, const void *ctx) {
     (void)ctx;
-    return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], NULL, 0, NULL);
+    return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], NULL, NULL);
 }
 
 /* half the samples dropped: their rows are skipped in bf16 as in fp32 (op_mlp_residual) */
@@ -178,7 +178,8 @@ static tensor *mlp_residual_dropping_fn(tensor **in, const void *ctx) {
     (void)ctx;
     rng r;
     rng_seed(&r, 6, RNG_DROPOUT); /* samples 0, 1 and 3 of 4 dropped */
-    return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], NULL, 0.5f, &r);
+    return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], NULL,
+                           DROP_PATH(0.5f, &r, in[0]));
 }
 
 TEST(bf16_ops_follow_fp32_and_finite_differences) {
@@ -257,7 +258,7 @@ TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
         for (int p = 0; p < 2; p++) {
             vitc_set_precision(p ? PRECISION_BF16 : PRECISION_FP32, NULL);
             used[p] = vitc_data_arena()->used;
-            y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, 0, NULL);
+            y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, NULL);
             used[p + 1] = vitc_data_arena()->used;
             h = tape_node_at(tape_size() - 2)->out;
             tape_reset();
@@ -267,7 +268,7 @@ TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
                C, h->bf16 ? "bf16" : "fp32", saved);
         if (!h->bf16) continue;
         bool was = tape_set_grad_enabled(false);
-        tensor *pre = op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1);
+        tensor *pre = op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1, NULL);
         int off = 0;
         for (int64_t i = 0; i < pre->numel; i++) {
             off += tensor_bf16(h)[i] != bf16_from_float(pre->data[i]);
@@ -282,11 +283,12 @@ TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
     }
     /* no other op reads the bf16 form: given one, it stops instead of reading half-floats as floats */
     tensor *x = LEAF(&r, 1, 4, 8), *lw = LEAF(&r, 0.2f, 8), *lb = LEAF(&r, 0.2f, 8), *w = LEAF(&r, 0.3f, 16, 8);
-    tensor *h = op_layernorm_linear_bf16(x, lw, lb, 1e-5f, w, NULL);
+    tensor *h = op_layernorm_linear_bf16(x, lw, lb, 1e-5f, w, NULL, NULL);
     EXPECT(h->bf16, "the hidden layer of a recorded step is bf16");
     EXPECT_ERROR(op_gelu(h), "op gelu was given input 0 (4, 16) stored as bf16");
     tensor *w2 = LEAF(&r, 0.3f, 8, 16); /* residual_linear reads it only through its GELU */
-    EXPECT_ERROR(op_residual_linear(x, h, w2, NULL, false, 0, NULL), "a bf16 input (4, 16) is an MLP's hidden layer");
+    EXPECT_ERROR(op_residual_linear(x, h, w2, NULL, false, NULL),
+                 "a bf16 input (4, 16) is an MLP's hidden layer");
     tape_reset();
     vitc_set_precision(PRECISION_FP32, NULL);
     arena_reset(&vitc_arena);
@@ -350,7 +352,7 @@ TEST(bf16_mlp_backward_from_the_bf16_hidden_layer_is_the_fp32_one) {
         vitc_set_precision(PRECISION_BF16, NULL);
         rng drop;
         rng_seed(&drop, 5, RNG_TEST);
-        tensor *y = op_residual_linear(res, h, w2, b2, true, 0.25f, &drop);
+        tensor *y = op_residual_linear(res, h, w2, b2, true, DROP_PATH(0.25f, &drop, res));
         out[k] = malloc(sizeof(float) * y->numel);
         memcpy(out[k], y->data, sizeof(float) * y->numel);
         float *dy = malloc(sizeof(float) * y->numel);
@@ -401,8 +403,10 @@ typedef struct windows_ctx {
 static tensor *windows_qkv_fn(tensor **in, const void *ctx) {
     const windows_ctx *c = ctx;
     int C = in[0]->shape[3];
-    tensor *win = c->unfused ? op_window_partition(op_layernorm(in[0], in[1], in[2], 1e-5f), c->wh, c->ww, c->shift)
-                             : op_layernorm_windows(in[0], in[1], in[2], 1e-5f, c->wh, c->ww, c->shift);
+    tensor *win =
+        c->unfused ? op_window_partition(op_layernorm(in[0], in[1], in[2], 1e-5f, NULL), c->wh,
+                                         c->ww, c->shift)
+                   : op_layernorm_windows(in[0], in[1], in[2], 1e-5f, c->wh, c->ww, c->shift, NULL);
     tensor *qkv[3];
     for (int i = 0; i < 3; i++) qkv[i] = op_linear_rows(win, in[3], in[4], i * C, C);
     return op_concat(3, qkv, 2);
@@ -478,13 +482,13 @@ TEST(bf16_mlp_hidden_gradient_is_kept_in_bf16) {
             tensor *lw = LEAF(&r, 0.2f, C), *lb = LEAF(&r, 0.2f, C);
             tensor *w1 = LEAF(&r, 0.3f, H, C), *b1 = LEAF(&r, 0.3f, H);
             tensor *w2 = LEAF(&r, 0.3f, C, K), *b2 = LEAF(&r, 0.3f, C);
-            tensor *h = producer ? op_layernorm_windows(x, lw, lb, 1e-5f, 4, 4, 0)
-                                 : op_layernorm_linear_bf16(x, lw, lb, 1e-5f, w1, b1);
+            tensor *h = producer ? op_layernorm_windows(x, lw, lb, 1e-5f, 4, 4, 0, NULL)
+                                 : op_layernorm_linear_bf16(x, lw, lb, 1e-5f, w1, b1, NULL);
             tensor *res = producer ? LEAF(&r, 1, B * 100, 16, C) : LEAF(&r, 1, B, T, C);
             EXPECT(h->bf16, "the hidden layer is bf16");
             rng drop;
             rng_seed(&drop, 5, RNG_TEST);
-            tensor *y = op_residual_linear(res, h, w2, b2, true, 0.25f, &drop);
+            tensor *y = op_residual_linear(res, h, w2, b2, true, DROP_PATH(0.25f, &drop, res));
             if (second_reader) {
                 tensor *zero = tensor_zeros(2, (int[]){C, K});
                 zero->requires_grad = true;
@@ -541,11 +545,14 @@ TEST(bf16_normalised_windows_are_kept_in_bf16) {
             tensor *in[5] = {x, lw, lb, w, b};
             windows_ctx fused = cases[i], unfused = fused;
             unfused.unfused = true;
-            tensor *plain = op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift);
+            tensor *plain =
+                op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift, NULL);
             vitc_set_precision(PRECISION_BF16, NULL);
-            tensor *kept = op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift);
+            tensor *kept =
+                op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift, NULL);
             bool was = tape_set_grad_enabled(false); /* inference passes them on in bf16 too */
-            tensor *passed = op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift);
+            tensor *passed =
+                op_layernorm_windows(x, lw, lb, 1e-5f, fused.wh, fused.ww, fused.shift, NULL);
             tape_set_grad_enabled(was);
             tape_reset();
             vitc_set_precision(PRECISION_FP32, NULL);
@@ -576,7 +583,7 @@ TEST(bf16_normalised_windows_are_kept_in_bf16) {
     /* no op but linear reads the bf16 windows */
     vitc_set_precision(PRECISION_BF16, NULL);
     tensor *x = LEAF(&r, 1, 1, 2, 2, 8), *lw = LEAF(&r, 0.2f, 8), *lb = LEAF(&r, 0.2f, 8);
-    tensor *win = op_layernorm_windows(x, lw, lb, 1e-5f, 2, 2, 0);
+    tensor *win = op_layernorm_windows(x, lw, lb, 1e-5f, 2, 2, 0, NULL);
     EXPECT_ERROR(op_gelu(win), "op gelu was given input 0 (1, 4, 8) stored as bf16");
     tape_reset();
     vitc_set_precision(PRECISION_FP32, NULL);
@@ -994,7 +1001,7 @@ TEST(bf16_attention_writes_qkv_gradients_that_one_product_takes) {
         for (int i = 0; i < M * C; i++) dout[i] = rng_normal(&r);
         vitc_set_precision(PRECISION_BF16, NULL);
         qkv_grads c = {0};
-        c.x = windows ? op_layernorm_windows(x, ln_w, ln_b, 1e-5f, 10, 7, 0) : x;
+        c.x = windows ? op_layernorm_windows(x, ln_w, ln_b, 1e-5f, 10, 7, 0, NULL) : x;
         float *xs = malloc(sizeof(float) * M * C);
         if (c.x->bf16) bf16_load(xs, tensor_bf16(c.x), (int64_t)M * C);
         else memcpy(xs, c.x->data, sizeof(float) * M * C);

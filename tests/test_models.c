@@ -277,3 +277,77 @@ TEST(models_inference_that_frees_each_block_matches_the_taped_forward) {
         model_free(m);
     }
 }
+
+/* The branch of a sample that drop path keeps does not depend on the other samples of the batch:
+ * where a draw keeps some of a batch's samples and drops others, the branch runs on the kept ones
+ * alone (drop_path_kept). A batch of 4 must give each sample's logits, and the sum of the four
+ * samples' parameter gradients, that the sample alone gives when it draws the same masks (the
+ * same stream, first_sample its index); alone, a sample is kept or dropped whole. The batch's
+ * fewer multiply-accumulates show that its branches did run on kept samples alone. */
+TEST(models_branches_run_on_the_samples_drop_path_keeps) {
+    const char *names[] = {"agent_deit_t", "agent_swin_t", "agent_pvt_t", "pvt_v2_b0",
+                           "elfatt_cswin_t"};
+    enum { B = 4, CLASSES = 3 };
+    for (int i = 0; i < 5; i++) {
+        model_config mc;
+        registry_config_narrow(&mc, names[i], CLASSES);
+        mc.drop_path = 0.5;
+        model *m = model_create(&mc, 1);
+        rng r;
+        rng_seed(&r, 7, RNG_TEST);
+        tensor *x = RANDN(&r, 1, B, mc.img_size, mc.img_size, mc.in_chans);
+        float seed[B * CLASSES], batch_logits[B * CLASSES];
+        for (int j = 0; j < B * CLASSES; j++) seed[j] = (float)rng_normal(&r);
+        int64_t n_grad = 0;
+        for (int p = 0; p < m->ps.n; p++) n_grad += m->ps.params[p]->numel;
+        float *batch_grad = xmalloc(sizeof(float) * (size_t)n_grad);
+        double macs[2] = {0, 0}; /* the batch's, the four samples' alone */
+        for (int alone = 0; alone < 2; alone++) {
+            params_zero_grad(&m->ps);
+            for (int k = 0; k < (alone ? B : 1); k++) {
+                rng drops;
+                rng_seed(&drops, 11, RNG_TEST);
+                drops.first_sample = alone ? k : 0;
+                int n = alone ? 1 : B, per = (int)(x->numel / B);
+                tensor *xs = tensor_wrap(x->data + (alone ? k * per : 0), 4,
+                                         (int[]){n, mc.img_size, mc.img_size, mc.in_chans});
+                forward_opts fo = {.train = true, .rng = &drops};
+                op_macs = 0;
+                tensor *logits = model_forward(m, xs, &fo);
+                macs[alone] += op_macs;
+                if (!alone) {
+                    memcpy(batch_logits, logits->data, sizeof(batch_logits));
+                } else {
+                    double worst = 0;
+                    for (int c = 0; c < CLASSES; c++)
+                        worst =
+                            max_error(worst, fabs(logits->data[c] - batch_logits[k * CLASSES + c]));
+                    EXPECT(worst < 1e-4,
+                           "%s: sample %d's logits alone differ from the batch's by %g", names[i],
+                           k, worst);
+                }
+                tape_backward_from(logits, seed + (alone ? k * CLASSES : 0));
+                tape_reset();
+            }
+            for (int p = 0, at = 0; p < m->ps.n; at += (int)m->ps.params[p]->numel, p++) {
+                const tensor *t = m->ps.params[p];
+                if (!alone) {
+                    memcpy(batch_grad + at, t->grad, sizeof(float) * (size_t)t->numel);
+                    continue;
+                }
+                double e = rel_l2(t->grad, batch_grad + at, t->numel);
+                EXPECT(e < 1e-4,
+                       "%s: %s's gradient summed over the samples alone differs from the "
+                       "batch's by %g",
+                       names[i], t->name, e);
+            }
+        }
+        EXPECT(macs[0] < macs[1],
+               "%s: the batch ran %g MACs, its samples alone %g: no branch ran on "
+               "kept samples alone",
+               names[i], macs[0], macs[1]);
+        free(batch_grad);
+        model_free(m);
+        arena_reset(&vitc_arena);
+    }
+}

@@ -4,7 +4,7 @@
 
 static tensor *layernorm_fn(tensor **in, const void *ctx) {
     (void)ctx;
-    return op_layernorm(in[0], in[1], in[2], 1e-5f);
+    return op_layernorm(in[0], in[1], in[2], 1e-5f, NULL);
 }
 
 TEST(layernorm_matches_reference_and_grad) {
@@ -26,7 +26,7 @@ TEST(layernorm_matches_reference_and_grad) {
     }
     EXPECT(GRADCHECK(layernorm_fn, NULL, x, w, b), "layernorm");
     tensor *bad = RANDN(&r, 1, 6);
-    EXPECT_ERROR(op_layernorm(x, bad, bad, 1e-5f), "layernorm: weight (6)");
+    EXPECT_ERROR(op_layernorm(x, bad, bad, 1e-5f, NULL), "layernorm: weight (6)");
 }
 
 static tensor *l2norm_fn(tensor **in, const void *ctx) {
@@ -122,7 +122,7 @@ TEST(mean_values_and_grad) {
 
 static tensor *ln_linear_fn(tensor **in, const void *ctx) {
     (void)ctx;
-    return op_layernorm_linear(in[0], in[1], in[2], 1e-5f, in[3], in[4]);
+    return op_layernorm_linear(in[0], in[1], in[2], 1e-5f, in[3], in[4], NULL);
 }
 
 TEST(layernorm_linear_equals_the_chain_and_grad) {
@@ -135,18 +135,22 @@ TEST(layernorm_linear_equals_the_chain_and_grad) {
     x = LEAF(&r, 1, 7000, 400), lw = LEAF(&r, 1, 400), lb = LEAF(&r, 1, 400), w = LEAF(&r, 0.05f, 6, 400);
     b = LEAF(&r, 1, 6);
     tensor *inputs[5] = {x, lw, lb, w, b};
-    tensor *chain = op_linear(op_layernorm(x, lw, lb, 1e-5f), w, b), *fused = ln_linear_fn(inputs, NULL);
+    tensor *chain = op_linear(op_layernorm(x, lw, lb, 1e-5f, NULL), w, b),
+           *fused = ln_linear_fn(inputs, NULL);
     EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) < 1e-5, "forward");
     double err = backward_difference(chain, fused, 5, inputs);
     EXPECT(err < 1e-4, "gradients differ from the chain's by %g", err);
-    EXPECT_ERROR(op_layernorm_linear(x, lw, lb, 1e-5f, RANDN(&r, 1, 6, 399), NULL), "does not match weight (6, 399)");
-    EXPECT_ERROR(op_layernorm_linear(x, lw, lb, 1e-5f, w, RANDN(&r, 1, 5)), "bias (5) does not match weight (6, 400)");
-    EXPECT_ERROR(op_layernorm_linear(x, RANDN(&r, 1, 399), lb, 1e-5f, w, b), "weight (399) / bias (400) do not match");
+    EXPECT_ERROR(op_layernorm_linear(x, lw, lb, 1e-5f, RANDN(&r, 1, 6, 399), NULL, NULL),
+                 "does not match weight (6, 399)");
+    EXPECT_ERROR(op_layernorm_linear(x, lw, lb, 1e-5f, w, RANDN(&r, 1, 5), NULL),
+                 "bias (5) does not match weight (6, 400)");
+    EXPECT_ERROR(op_layernorm_linear(x, RANDN(&r, 1, 399), lb, 1e-5f, w, b, NULL),
+                 "weight (399) / bias (400) do not match");
 }
 
 static tensor *ln_windows_fn(tensor **in, const void *ctx) {
     const int *shift = ctx;
-    return op_layernorm_windows(in[0], in[1], in[2], 1e-5f, 2, 3, *shift);
+    return op_layernorm_windows(in[0], in[1], in[2], 1e-5f, 2, 3, *shift, NULL);
 }
 
 TEST(layernorm_windows_equals_partition_of_layernorm_and_grad) {
@@ -154,7 +158,7 @@ TEST(layernorm_windows_equals_partition_of_layernorm_and_grad) {
     rng_seed(&r, 35, RNG_TEST);
     for (int shift = 0; shift < 2; shift++) {
         tensor *x = LEAF(&r, 1, 2, 4, 6, 5), *w = LEAF(&r, 1, 5), *b = LEAF(&r, 1, 5);
-        tensor *chain = op_window_partition(op_layernorm(x, w, b, 1e-5f), 2, 3, shift);
+        tensor *chain = op_window_partition(op_layernorm(x, w, b, 1e-5f, NULL), 2, 3, shift);
         tensor *fused = ln_windows_fn((tensor *[]){x, w, b}, &shift);
         EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) == 0, "shift %d: forward", shift);
         double err = backward_difference(chain, fused, 3, (tensor *[]){x, w, b});
@@ -164,13 +168,15 @@ TEST(layernorm_windows_equals_partition_of_layernorm_and_grad) {
     /* one window of the whole map: a plain layernorm without a shift, a rolled one with */
     tensor *x = LEAF(&r, 1, 1, 2, 3, 4), *w = LEAF(&r, 1, 4), *b = LEAF(&r, 1, 4);
     for (int shift = 0; shift < 2; shift++) {
-        tensor *chain = op_window_partition(op_layernorm(x, w, b, 1e-5f), 2, 3, shift);
-        tensor *fused = op_layernorm_windows(x, w, b, 1e-5f, 2, 3, shift);
+        tensor *chain = op_window_partition(op_layernorm(x, w, b, 1e-5f, NULL), 2, 3, shift);
+        tensor *fused = op_layernorm_windows(x, w, b, 1e-5f, 2, 3, shift, NULL);
         EXPECT(max_rel_diff(fused->data, chain->data, chain->numel) == 0, "one window, shift %d", shift);
         double err = backward_difference(chain, fused, 3, (tensor *[]){x, w, b});
         EXPECT(err < 1e-5, "one window, shift %d: gradients differ by %g", shift, err);
     }
-    EXPECT_ERROR(op_layernorm_windows(RANDN(&r, 1, 1, 4, 5, 3), RANDN(&r, 1, 3), RANDN(&r, 1, 3), 1e-5f, 2, 3, 0),
+    EXPECT_ERROR(op_layernorm_windows(RANDN(&r, 1, 1, 4, 5, 3), RANDN(&r, 1, 3), RANDN(&r, 1, 3),
+                                      1e-5f, 2, 3, 0, NULL),
                  "2x3 windows do not tile (1, 4, 5, 3)");
-    EXPECT_ERROR(op_layernorm_windows(x, RANDN(&r, 1, 3), b, 1e-5f, 2, 3, 0), "weight (3) / bias (4) do not match");
+    EXPECT_ERROR(op_layernorm_windows(x, RANDN(&r, 1, 3), b, 1e-5f, 2, 3, 0, NULL),
+                 "weight (3) / bias (4) do not match");
 }

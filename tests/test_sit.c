@@ -65,9 +65,9 @@ TEST(sit_ops_match_known_values_and_finite_differences) {
     tensor *ones = TENSOR(70), *zeros = tensor_zeros(1, (int[]){70});
     for (int j = 0; j < 70; j++) ones->data[j] = 1.0f;
     tensor *fused = op_layernorm_modulate(x, shift, scale, 1e-6f);
-    tensor *composed = op_add(
-        op_mul(op_layernorm(x, ones, zeros, 1e-6f), op_add_scalar(RESHAPE(scale, 2, 1, 70), 1.0f)),
-        RESHAPE(shift, 2, 1, 70));
+    tensor *composed = op_add(op_mul(op_layernorm(x, ones, zeros, 1e-6f, NULL),
+                                     op_add_scalar(RESHAPE(scale, 2, 1, 70), 1.0f)),
+                              RESHAPE(shift, 2, 1, 70));
     EXPECT(max_rel_diff(fused->data, composed->data, fused->numel) < 1e-6,
            "fused vs composed forward");
     double d = backward_difference(fused, composed, 3, (tensor *[]){x, shift, scale});

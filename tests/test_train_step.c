@@ -34,12 +34,13 @@ static float tiny_net_step(tiny_net *net, const tensor *images, const int *label
     const int B = images->shape[0];
     tensor *x = op_conv2d((tensor *)images, net->patch_w, net->patch_b, 4, 0, 1); /* (B,4,4,12) */
     x = RESHAPE(x, B, 16, 12);
-    tensor *h = op_layernorm(x, net->ln_w, net->ln_b, 1e-6f);
+    tensor *h = op_layernorm(x, net->ln_w, net->ln_b, 1e-6f, NULL);
     tensor *qkv = op_linear(h, net->qkv_w, NULL);
     tensor *parts[3];
     op_split(qkv, 2, 3, (int[]){12, 12, 12}, parts);
     tensor *att = op_softmax(op_matmul(parts[0], parts[1], false, true, 0.3f), NULL);
-    x = op_residual_linear(x, op_matmul(att, parts[2], false, false, 1.0f), net->proj_w, NULL, false, 0.1f, r);
+    x = op_residual_linear(x, op_matmul(att, parts[2], false, false, 1.0f), net->proj_w, NULL,
+                           false, DROP_PATH(0.1f, r, x));
     tensor *m = op_gelu(op_linear(x, net->fc1_w, net->fc1_b));
     tensor *logits = op_linear(op_mean(m, 1, false), net->head_w, net->head_b);
     tensor *loss = op_cross_entropy_labels(logits, labels, 0.1f);

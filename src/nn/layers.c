@@ -37,7 +37,7 @@ void nn_layernorm_init(nn_layernorm *l, param_store *ps, const char *name, int d
 }
 
 tensor *nn_layernorm_forward(const nn_layernorm *l, tensor *x) {
-    return op_layernorm(x, l->w, l->b, l->eps);
+    return op_layernorm(x, l->w, l->b, l->eps, NULL);
 }
 
 void nn_conv2d_init(nn_conv2d *c, param_store *ps, const char *name, int in, int out, int k,
@@ -69,7 +69,8 @@ void nn_mlp_init(nn_mlp *m, param_store *ps, const char *name, int dim, int hidd
     nn_linear_init(&m->fc2, ps, nn_name("%s.fc2", name), hidden, dim, true);
 }
 
-tensor *nn_mlp_residual(const nn_mlp *m, const nn_layernorm *norm, tensor *res, float drop_path, rng *r) {
+tensor *nn_mlp_residual(const nn_mlp *m, const nn_layernorm *norm, tensor *res,
+                        const drop_path *d) {
     return op_mlp_residual(res, norm->w, norm->b, norm->eps, m->fc1.w, m->fc1.b, m->fc2.w, m->fc2.b,
-                           drop_path, r);
+                           d);
 }

@@ -29,16 +29,17 @@ static inline int64_t items_per_pass(int64_t items, int64_t floats_per_item, int
 
 /* A drop-path mask's host copy, a value a sample (0: dropped): the samples it keeps, and the next
  * run of at most `most` kept samples from sample *first on, [*first, *end) (false past the last, or
- * for most 0). The MLP step's two nodes hold it where their backwards take the kept samples alone
- * (op_mlp_residual). */
+ * for most 0); keep NULL keeps every sample. The ops that run a residual branch on the kept samples
+ * alone (drop_path_kept) take them so, run by run. */
 static inline int kept_samples(const float *keep, int samples) {
     int n = 0;
     for (int s = 0; s < samples; s++) n += keep[s] != 0.0f;
     return n;
 }
 static inline bool next_kept_run(const float *keep, int samples, int most, int *first, int *end) {
-    while (most > 0 && *first < samples && keep[*first] == 0.0f) ++*first;
-    for (*end = *first; *end < samples && *end - *first < most && keep[*end] != 0.0f; ++*end) {}
+    while (keep && most > 0 && *first < samples && keep[*first] == 0.0f) ++*first;
+    *end = *first;
+    while (*end < samples && *end - *first < most && (!keep || keep[*end] != 0.0f)) ++*end;
     return *end > *first;
 }
 

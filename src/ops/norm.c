@@ -12,72 +12,106 @@
 #include "ops.h"
 #include "kernels.h"
 
-tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) {
-    int C = x->shape[x->ndim - 1];
+/* x's shape with `samples` leading and `last` features */
+static tensor *branch_output(const tensor *x, int samples, int last, bool bf16) {
+    int shape[TENSOR_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[0] = samples, shape[x->ndim - 1] = last;
+    return bf16 ? tensor_new_bf16(x->ndim, shape) : tensor_new(x->ndim, shape);
+}
+
+/* Given a drop path that keeps some samples alone (drop_path_kept), these ops output the rows of
+ * those, one sample after another, and keep the row statistics at the rows of x (the dropped
+ * samples' left unset); their backwards take the same runs of kept samples (n->ptr). */
+tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps, const drop_path *d) {
+    int C = x->shape[x->ndim - 1], B = x->shape[0];
     CHECK(w->numel == C && b->numel == C, "layernorm: weight %s / bias %s do not match %s",
           SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
+    CHECK(!d || d->samples == B, "layernorm: drop path drawn for %d samples, input %s",
+          d ? d->samples : 0, SHAPE_STR(x));
+    const float *keep = drop_path_kept(d);
     int64_t M = x->numel / C;
-    tensor *out = tensor_like(x), *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
-    kernels->layernorm_forward(out->data, mean->data, rstd->data, x->data, w->data, b->data, M, C, eps);
-    op_macs += 5.0 * (double)x->numel;
+    int samples = keep ? B : 1; /* (without a drop path, x's rows are one run) */
+    int64_t rows = M / samples;
+    tensor *out = branch_output(x, keep ? d->kept : B, C, false);
+    tensor *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
+    for (int s = 0, j = 0, e; next_kept_run(keep, samples, samples, &s, &e); j += e - s, s = e)
+        kernels->layernorm_forward(out->data + j * rows * C, mean->data + s * rows,
+                                   rstd->data + s * rows, x->data + s * rows * C, w->data, b->data,
+                                   (e - s) * rows, C, eps);
+    op_macs += 5.0 * (double)out->numel;
     tape_node *n = tape_record(OP_LAYERNORM, out, 3, (tensor *[]){x, w, b});
-    if (n) n->saved[0] = mean, n->saved[1] = rstd;
+    if (n) n->saved[0] = mean, n->saved[1] = rstd, n->ptr = keep;
     return out;
 }
 
 void op_layernorm_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
-    int C = x->shape[x->ndim - 1];
-    kernels->layernorm_backward(x->requires_grad ? tensor_grad(x) : NULL,
-                       w->requires_grad ? tensor_grad(w) : NULL,
-                       b->requires_grad ? tensor_grad(b) : NULL, n->out->grad, x->data,
-                       n->saved[0]->data, n->saved[1]->data, w->data, x->numel / C, C);
+    int C = x->shape[x->ndim - 1], samples = n->ptr ? x->shape[0] : 1;
+    int64_t rows = x->numel / C / samples;
+    float *dx = x->requires_grad ? tensor_grad(x) : NULL;
+    float *dw = w->requires_grad ? tensor_grad(w) : NULL;
+    float *db = b->requires_grad ? tensor_grad(b) : NULL;
+    const float *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
+    for (int s = 0, j = 0, e; next_kept_run(n->ptr, samples, samples, &s, &e); j += e - s, s = e)
+        kernels->layernorm_backward(dx ? dx + s * rows * C : NULL, dw, db,
+                                    n->out->grad + j * rows * C, x->data + s * rows * C,
+                                    mean + s * rows, rstd + s * rows, w->data, (e - s) * rows, C);
 }
 
-static tensor *layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b,
-                                bool out_bf16) {
-    int C = x->shape[x->ndim - 1];
+static tensor *layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w,
+                                tensor *b, bool out_bf16, const drop_path *d) {
+    int C = x->shape[x->ndim - 1], B = x->shape[0];
     CHECK(ln_w->numel == C && ln_b->numel == C, "layernorm_linear: weight %s / bias %s do not match %s",
           SHAPE_STR(ln_w), SHAPE_STR(ln_b), SHAPE_STR(x));
     CHECK(w->ndim == 2 && w->shape[1] == C, "layernorm_linear: input %s does not match weight %s",
           SHAPE_STR(x), SHAPE_STR(w));
     CHECK(!b || b->numel == w->shape[0], "layernorm_linear: bias %s does not match weight %s",
           SHAPE_STR(b), SHAPE_STR(w));
+    CHECK(!d || d->samples == B, "layernorm_linear: drop path drawn for %d samples, input %s",
+          d ? d->samples : 0, SHAPE_STR(x));
+    const float *keep = drop_path_kept(d);
     int64_t M = x->numel / C;
-    int N = w->shape[0], shape[TENSOR_MAX_DIMS];
-    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
-    shape[x->ndim - 1] = N;
-    tensor *out = out_bf16 ? tensor_new_bf16(x->ndim, shape) : tensor_new(x->ndim, shape);
+    int N = w->shape[0], samples = keep ? B : 1; /* (without a drop path, x's rows are one run) */
+    int64_t per_sample = M / samples;
+    tensor *out = branch_output(x, keep ? d->kept : B, N, out_bf16);
     tensor *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
     /* bf16: each pass's fp32 output in scratch, then rounded into out */
     int64_t pass = items_per_pass(M, out_bf16 ? C + N : C, 1);
     float *y = scratch_floats((size_t)(pass * C)), *part = out_bf16 ? scratch_floats((size_t)(pass * N)) : NULL;
-    for (int64_t r0 = 0; r0 < M; r0 += pass) {
-        int64_t rows = r0 + pass < M ? pass : M - r0;
-        kernels->layernorm_forward(y, mean->data + r0, rstd->data + r0, x->data + r0 * C, ln_w->data, ln_b->data,
-                          rows, C, eps);
-        kernels->linear_forward(part ? part : out->data + r0 * N, y, w->data, b ? b->data : NULL, (int)rows, C, N);
-        if (part) kernels->bf16_store(tensor_bf16(out) + r0 * N, part, rows * N);
+    for (int s = 0, j = 0, e; next_kept_run(keep, samples, samples, &s, &e); j += e - s, s = e) {
+        int64_t from = s * per_sample, to = j * per_sample, end = e * per_sample;
+        for (int64_t r0 = from; r0 < end; r0 += pass) {
+            int64_t rows = r0 + pass < end ? pass : end - r0, at = to + r0 - from;
+            kernels->layernorm_forward(y, mean->data + r0, rstd->data + r0, x->data + r0 * C,
+                                       ln_w->data, ln_b->data, rows, C, eps);
+            kernels->linear_forward(part ? part : out->data + at * N, y, w->data,
+                                    b ? b->data : NULL, (int)rows, C, N);
+            if (part) kernels->bf16_store(tensor_bf16(out) + at * N, part, rows * N);
+        }
     }
     scratch_done(part, (size_t)(pass * N));
     scratch_done(y, (size_t)(pass * C));
-    op_macs += 5.0 * (double)x->numel + (double)M * C * N;
+    int64_t out_rows = out->numel / N;
+    op_macs += 5.0 * (double)out_rows * C + (double)out_rows * C * N;
     tape_node *n = tape_record(OP_LAYERNORM_LINEAR, out, 5, (tensor *[]){x, ln_w, ln_b, w, b});
-    if (n) n->saved[0] = mean, n->saved[1] = rstd;
+    if (n) n->saved[0] = mean, n->saved[1] = rstd, n->ptr = keep;
     return out;
 }
 
-tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b) {
-    return layernorm_linear(x, ln_w, ln_b, eps, w, b, false);
+tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b,
+                            const drop_path *d) {
+    return layernorm_linear(x, ln_w, ln_b, eps, w, b, false, d);
 }
 
-tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b) {
-    return layernorm_linear(x, ln_w, ln_b, eps, w, b, tape_grad_enabled());
+tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w,
+                                 tensor *b, const drop_path *d) {
+    return layernorm_linear(x, ln_w, ln_b, eps, w, b, tape_grad_enabled(), d);
 }
 
-/* the MLP step's first half over the samples drop path keeps (op_mlp_residual): the output's
- * gradient holds their rows one sample after another (mlp_kept_backward), passes of whole kept
- * samples take them in turn, and each run of kept samples meets its own rows of x */
+/* over the samples drop path keeps: the output's gradient holds their rows one sample after another
+ * (as does the output, or, from the MLP step, its gradient alone: op_mlp_residual), passes of whole
+ * kept samples take them in turn, and each run of kept samples meets its own rows of x */
 static void layernorm_linear_kept_backward(tape_node *n) {
     tensor *x = n->in[0], *ln_w = n->in[1], *ln_b = n->in[2], *w = n->in[3], *b = n->in[4];
     const float *keep = n->ptr, *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
@@ -157,27 +191,37 @@ void op_layernorm_linear_backward(tape_node *n) {
     scratch_done(dy, (size_t)(pass * C));
 }
 
-tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift) {
+tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift,
+                             const drop_path *d) {
     CHECK(x->ndim == 4 && wh >= 1 && ww >= 1 && x->shape[1] % wh == 0 && x->shape[2] % ww == 0,
           "layernorm_windows: %dx%d windows do not tile %s (B, H, W, C)", wh, ww, SHAPE_STR(x));
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
     CHECK(w->numel == C && b->numel == C, "layernorm_windows: weight %s / bias %s do not match %s",
           SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
-    int64_t M = x->numel / C;
+    CHECK(!d || d->samples == B, "layernorm_windows: drop path drawn for %d samples, input %s",
+          d ? d->samples : 0, SHAPE_STR(x));
+    const float *keep = drop_path_kept(d);
+    int taken = keep ? d->kept : B;
+    int64_t M = x->numel / C, per_sample = (int64_t)H * W;
     /* under bf16 the windows are bf16: only the products of the linear layers after this op read
      * them (op_reads_bf16), the backward reading x */
     bool out_bf16 = op_keeps_bf16();
-    int shape[3] = {B * (H / wh) * (W / ww), wh * ww, C};
+    int shape[3] = {taken * (H / wh) * (W / ww), wh * ww, C};
     tensor *out = out_bf16 ? tensor_new_bf16(3, shape) : tensor_new(3, shape);
     tensor *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
-    kernels->layernorm_windows_forward(out_bf16 ? NULL : out->data,
-                                       out_bf16 ? tensor_bf16(out) : NULL, mean->data, rstd->data,
-                                       x->data, w->data, b->data, B, H, W, C, wh, ww, shift, eps);
-    op_macs += 5.0 * (double)x->numel;
+    for (int s = 0, j = 0, e; next_kept_run(keep, B, B, &s, &e); j += e - s, s = e) {
+        int64_t to = j * per_sample * C, from = s * per_sample;
+        kernels->layernorm_windows_forward(out_bf16 ? NULL : out->data + to,
+                                           out_bf16 ? tensor_bf16(out) + to : NULL,
+                                           mean->data + from, rstd->data + from, x->data + from * C,
+                                           w->data, b->data, e - s, H, W, C, wh, ww, shift, eps);
+    }
+    op_macs += 5.0 * (double)out->numel;
     tape_node *n = tape_record(OP_LAYERNORM_WINDOWS, out, 3, (tensor *[]){x, w, b});
     if (n) {
         n->saved[0] = mean, n->saved[1] = rstd;
         n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift;
+        n->ptr = keep;
     }
     return out;
 }
@@ -188,14 +232,21 @@ void op_layernorm_windows_backward(tape_node *n) {
     float *dx = x->requires_grad ? tensor_grad(x) : NULL, *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b->requires_grad ? tensor_grad(b) : NULL;
     int wh = n->iarg[0], ww = n->iarg[1], shift = n->iarg[2];
+    int64_t per_sample = (int64_t)H * W, n_grad = n->out->numel;
+    const float *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
     float *g = n->out->grad, *map_order = NULL;
     if (!(wh == H && ww == W && shift % H == 0 && shift % W == 0)) {
-        g = map_order = scratch_floats((size_t)x->numel);
-        kernels->window_copy(n->out->grad, g, B, H, W, C, wh, ww, shift, false, false);
+        g = map_order = scratch_floats((size_t)n_grad);
+        kernels->window_copy(n->out->grad, g, (int)(n_grad / per_sample / C), H, W, C, wh, ww,
+                             shift, false, false);
     }
-    kernels->layernorm_backward(dx, dw, db, g, x->data, n->saved[0]->data, n->saved[1]->data, w->data,
-                       x->numel / C, C);
-    scratch_done(map_order, (size_t)x->numel);
+    for (int s = 0, j = 0, e; next_kept_run(n->ptr, B, B, &s, &e); j += e - s, s = e) {
+        int64_t from = s * per_sample;
+        kernels->layernorm_backward(dx ? dx + from * C : NULL, dw, db, g + j * per_sample * C,
+                                    x->data + from * C, mean + from, rstd + from, w->data,
+                                    (e - s) * per_sample, C);
+    }
+    scratch_done(map_order, (size_t)n_grad);
 }
 
 tensor *op_l2norm(tensor *x) {

@@ -11,6 +11,23 @@
  * pooling as 1 per input; softmax, activations and additions are free. */
 extern double op_macs;
 
+/* Drop path (stochastic depth) of one residual branch, drawn before the branch runs: each sample's
+ * branch is zeroed with probability p, else scaled by 1/(1-p). Where it drops some samples but not
+ * all, the branch runs on the kept ones alone: its first op, given d (op_layernorm,
+ * op_layernorm_linear, op_layernorm_windows), takes their rows one sample after another, and the
+ * residual step given d adds the branch's rows to theirs. NULL, or p 0: no drop path. */
+typedef struct drop_path {
+    tensor *mask;      /* each sample's factor, 1/(1-p) or 0, in the device's memory; NULL: p 0 */
+    const float *keep; /* the factors on the host, for the step */
+    int samples, kept;
+} drop_path;
+/* (drawn in regularize.c) r may be NULL for p 0 */
+drop_path op_drop_path(float p, rng *r, int samples);
+/* d's kept samples when the branch runs on them alone, else NULL */
+static inline const float *drop_path_kept(const drop_path *d) {
+    return d && d->mask && d->kept > 0 && d->kept < d->samples ? d->keep : NULL;
+}
+
 /* ---- matmul.c ---- */
 /* x (..., in), w (out, in) as nn.Linear, b (out) or NULL -> (..., out) */
 tensor *op_linear(tensor *x, tensor *w, tensor *b);
@@ -56,20 +73,24 @@ tensor *op_slice(tensor *x, int dim, int start, int len);
 void op_split(tensor *x, int dim, int n, const int *sizes, tensor **out);
 
 /* ---- norm.c ---- */
-/* over the last dim; w, b (C) */
-tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps);
+/* over the last dim; w, b (C). Given d (the drop path of the branch it begins, or NULL), the rows
+ * of the samples d keeps (drop_path_kept), one sample after another. So for the three below. */
+tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps, const drop_path *d);
 /* op_linear(op_layernorm(x, ln_w, ln_b, eps), w, b) keeping only the row statistics: the backward
  * recomputes the normalised rows (the input of an MLP's fc1) */
-tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b);
+tensor *op_layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b,
+                            const drop_path *d);
 /* op_layernorm_linear with its output kept as bf16 (tensor_new_bf16) while the tape records: an
  * MLP's hidden layer under --precision bf16, which only op_residual_linear's GELU reads (other ops
  * given it stop with an error) */
-tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w, tensor *b);
+tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float eps, tensor *w,
+                                 tensor *b, const drop_path *d);
 /* op_window_partition(op_layernorm(x, w, b, eps), wh, ww, shift) of x (B, H, W, C) keeping only the
  * row statistics: the windows are the only copy of the normalised map (Swin's norm1, CSwin's
  * stripes). Under --precision bf16, while the tape records, the windows are bf16 (tensor_new_bf16):
  * inputs of linear layers only (op_linear reads them as stored; other ops stop with an error). */
-tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift);
+tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift,
+                             const drop_path *d);
 /* Euclidean norm over the last dim, keeping it: (..., C) -> (..., 1) */
 tensor *op_l2norm(tensor *x);
 /* softmax over the last dim of x + bias; bias NULL or of a shape equal to the trailing dims of x
@@ -125,19 +146,22 @@ tensor *op_relpos_gather(tensor *table, const int *index, int n);
 /* ---- regularize.c ---- */
 /* inverted dropout with keep prob 1-p; identity (returns x) when p == 0 */
 tensor *op_dropout(tensor *x, float p, rng *r);
-/* a block's residual step: res + drop_path(op_linear(gelu ? op_gelu(h) : h, w, b)), res (B, ..., N),
- * h (B, ..., K) with as many rows, w (N, K), b (N) or NULL. Drop path (stochastic depth) zeroes the
- * branch of each sample with prob p, else scales it by 1/(1-p) (p = 0: off, r may be NULL). Only the
- * mask is kept: not the branch's output, nor the GELU, which the backward recomputes from h. */
-tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu, float p, rng *r);
-/* A block's MLP step: op_residual_linear(res, op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1), w2,
- * b2, gelu, p, r), recorded as those two nodes. With at most mlp_chunked_max_channels() channels it
- * runs in cache-sized row chunks, one per thread at a time (src/cpu/mlp.h); above, as the two ops.
- * Under --precision bf16 the hidden layer kept for the backward is bf16, as autocast keeps fc1's
- * output: the GELU reads it rounded in the forward as in the backward, and fc2's product rounds its
- * operands anyway; it is the step's largest activation, 4 channels for each of res's. */
+/* a block's residual step: res + drop_path(op_linear(gelu ? op_gelu(h) : h, w, b)), res (B, ...,
+ * N), w (N, K), b (N) or NULL, d the branch's drop path or NULL. h (..., K) holds the rows of every
+ * sample, or, where d drops some but not all, of the kept samples alone (drop_path_kept), as the
+ * branch's first op given d left them. Only the mask is kept: not the branch's output, nor the
+ * GELU, which the backward recomputes from h. */
+tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu,
+                           const drop_path *d);
+/* A block's MLP step: op_residual_linear(res, op_layernorm_linear(res, ln_w, ln_b, eps, w1, b1, d),
+ * w2, b2, true, d), recorded as those two nodes. With at most mlp_chunked_max_channels() channels
+ * it runs in cache-sized row chunks, one per thread at a time (src/cpu/mlp.h), skipping the rows of
+ * the samples d drops; above, as the two ops. Under --precision bf16 the hidden layer kept for the
+ * backward is bf16, as autocast keeps fc1's output: the GELU reads it rounded in the forward as in
+ * the backward, and fc2's product rounds its operands anyway; it is the step's largest activation,
+ * 4 channels for each of res's. */
 tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
-                        tensor *w2, tensor *b2, float p, rng *r);
+                        tensor *w2, tensor *b2, const drop_path *d);
 /* The widest res whose MLP step runs in row chunks. In fp32 each chunk's products pack the weights
  * again, which above 192 channels costs more than the hidden tensor's trips through memory that the
  * chunks save; bf16 packs them once a step and gains at every width measured, to swin_b's 1024
@@ -147,12 +171,13 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
 int mlp_chunked_max_channels(void); /* of the precision selected */
 /* op_residual_linear (no GELU) of the concatenation [h0 | h1] along the last dim, which is never
  * stored: CSwin's two stripe branches, ELFATT's global and local heads */
-tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w, tensor *b, float p, rng *r);
+tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w, tensor *b,
+                                 const drop_path *d);
 /* op_residual_linear (no GELU) of a branch h in wh x ww windows (op_window_partition's layout with
  * that shift) onto the map res (B, H, W, N): the projection runs on the windows and its output goes
  * straight back into map order, so the map-order branch is never stored. */
 tensor *op_residual_linear_windows(tensor *res, tensor *h, tensor *w, tensor *b, int wh, int ww,
-                                   int shift, float p, rng *r);
+                                   int shift, const drop_path *d);
 
 /* ---- attention.c ---- */
 /* softmax attention with the heads merged: q (b, n, heads·d), k, v (b, m, heads·d) -> (b, n, heads·d),

@@ -6,7 +6,7 @@
 
 static tensor *layernorm(tensor **in, const void *ctx) {
     (void)ctx;
-    return op_layernorm(in[0], in[1], in[2], 1e-5f);
+    return op_layernorm(in[0], in[1], in[2], 1e-5f, NULL);
 }
 
 TEST(cuda_op_layernorm) {
@@ -20,7 +20,7 @@ TEST(cuda_op_layernorm) {
 
 static tensor *layernorm_linear(tensor **in, const void *ctx) {
     (void)ctx;
-    return op_layernorm_linear(in[0], in[1], in[2], 1e-5f, in[3], in[4]);
+    return op_layernorm_linear(in[0], in[1], in[2], 1e-5f, in[3], in[4], NULL);
 }
 
 TEST(cuda_op_layernorm_linear) {
@@ -42,7 +42,7 @@ typedef struct {
 
 static tensor *layernorm_windows(tensor **in, const void *ctx) {
     const window_ctx *c = ctx;
-    return op_layernorm_windows(in[0], in[1], in[2], 1e-5f, c->wh, c->ww, c->shift);
+    return op_layernorm_windows(in[0], in[1], in[2], 1e-5f, c->wh, c->ww, c->shift, NULL);
 }
 
 TEST(cuda_op_layernorm_windows) {
@@ -68,7 +68,8 @@ typedef struct {
 static tensor *windows_qkv(tensor **in, const void *ctx) {
     const windows_qkv_ctx *c = ctx;
     int C = in[0]->shape[3];
-    tensor *win = op_layernorm_windows(in[0], in[1], in[2], 1e-5f, c->windows.wh, c->windows.ww, c->windows.shift);
+    tensor *win = op_layernorm_windows(in[0], in[1], in[2], 1e-5f, c->windows.wh, c->windows.ww,
+                                       c->windows.shift, NULL);
     *c->kept_bf16 = win->bf16;
     tensor *qkv[3];
     for (int i = 0; i < 3; i++) qkv[i] = op_linear_rows(win, in[3], in[4], i * C, C);

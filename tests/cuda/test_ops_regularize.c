@@ -1,7 +1,8 @@
 /* The regularisation ops (src/ops/regularize.c) on the device against the CPU: dropout, the
- * residual linear step with drop path (plain, after a GELU, of two inputs, from windows) and the
- * MLP step on both of its paths. Masks are drawn on the host from a stream seeded afresh on each
- * run, so the CPU and the device draw the same: with p 0.3 or 0.4 it drops samples 3 and 4. */
+ * residual linear step with drop path (plain, after a GELU, of two inputs, from windows), a branch
+ * on the samples drop path keeps, and the MLP step on both of its paths. Masks are drawn on the
+ * host from a stream seeded afresh on each run, so the CPU and the device draw the same: with p 0.3
+ * or 0.4 it drops samples 3 and 4. */
 #include "core/cpu_features.h"
 #include "core/precision.h"
 #include "core/tape.h"
@@ -39,7 +40,7 @@ TEST(cuda_op_dropout) {
 static tensor *residual_linear(tensor **in, const void *ctx) {
     const reg_ctx *c = ctx;
     rng r = stream();
-    return op_residual_linear(in[0], in[1], in[2], in[3], c->gelu, c->p, &r);
+    return op_residual_linear(in[0], in[1], in[2], in[3], c->gelu, DROP_PATH(c->p, &r, in[0]));
 }
 
 TEST(cuda_op_residual_linear) {
@@ -60,7 +61,7 @@ TEST(cuda_op_residual_linear) {
 static tensor *residual_linear_split(tensor **in, const void *ctx) {
     const reg_ctx *c = ctx;
     rng r = stream();
-    return op_residual_linear_split(in[0], in[1], in[2], in[3], in[4], c->p, &r);
+    return op_residual_linear_split(in[0], in[1], in[2], in[3], in[4], DROP_PATH(c->p, &r, in[0]));
 }
 
 TEST(cuda_op_residual_linear_split) {
@@ -78,7 +79,8 @@ TEST(cuda_op_residual_linear_split) {
 static tensor *residual_linear_windows(tensor **in, const void *ctx) {
     const reg_ctx *c = ctx;
     rng r = stream();
-    return op_residual_linear_windows(in[0], in[1], in[2], in[3], c->wh, c->ww, c->shift, c->p, &r);
+    return op_residual_linear_windows(in[0], in[1], in[2], in[3], c->wh, c->ww, c->shift,
+                                      DROP_PATH(c->p, &r, in[0]));
 }
 
 TEST(cuda_op_residual_linear_windows) {
@@ -95,10 +97,39 @@ TEST(cuda_op_residual_linear_windows) {
     EXPECT(err <= DEVICE_TOL, "4x4 windows: max rel err %.2e", err);
 }
 
+/* a branch on the samples its drop path keeps (p 0.4: all but 3 and 4): the layernorm that begins
+ * it takes their rows, in windows or not, and the residual step puts its output back onto them */
+static tensor *kept_branch(tensor **in, const void *ctx) {
+    const reg_ctx *c = ctx;
+    rng r = stream();
+    drop_path d = op_drop_path(c->p, &r, in[0]->shape[0]);
+    if (!c->wh) {
+        tensor *h = op_linear(op_layernorm(in[0], in[1], in[2], 1e-5f, &d), in[3], NULL);
+        return op_residual_linear(in[0], h, in[4], in[5], false, &d);
+    }
+    tensor *win = op_layernorm_windows(in[0], in[1], in[2], 1e-5f, c->wh, c->ww, c->shift, &d);
+    return op_residual_linear_windows(in[0], op_linear(win, in[3], NULL), in[4], in[5], c->wh,
+                                      c->ww, c->shift, &d);
+}
+
+TEST(cuda_branch_on_the_kept_samples) {
+    REQUIRE_DEVICE();
+    rng r;
+    rng_seed(&r, 47, RNG_TEST);
+    tensor *x = LEAF(&r, 1.0f, 5, 8, 12, 16), *ln_w = LEAF(&r, 1.0f, 16), *ln_b = LEAF(&r, 1.0f, 16),
+           *wq = LEAF(&r, 0.2f, 20, 16), *wp = LEAF(&r, 0.2f, 16, 20), *bp = LEAF(&r, 1.0f, 16);
+    double err = DEVICE_CHECK(kept_branch, (&(reg_ctx){.p = 0.4f}), x, ln_w, ln_b, wq, wp, bp);
+    EXPECT(err <= DEVICE_TOL, "tokens: max rel err %.2e", err);
+    err = DEVICE_CHECK(kept_branch, (&(reg_ctx){.p = 0.4f, .wh = 2, .ww = 4, .shift = 1}), x, ln_w,
+                       ln_b, wq, wp, bp);
+    EXPECT(err <= DEVICE_TOL, "2x4 windows shifted: max rel err %.2e", err);
+}
+
 static tensor *mlp_residual(tensor **in, const void *ctx) {
     const reg_ctx *c = ctx;
     rng r = stream();
-    tensor *out = op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], in[6], c->p, &r);
+    tensor *out = op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], in[6],
+                                  DROP_PATH(c->p, &r, in[0]));
     if (c->hidden_bf16) *c->hidden_bf16 = tape_node_at(tape_size() - 2)->out->bf16;
     return out;
 }
