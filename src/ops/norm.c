@@ -1,7 +1,6 @@
 /* Row-wise ops: layernorm, L2 norm, softmax with an additive bias, mean over a dim. */
 #include "../core/arena.h"
 #include "../core/check.h"
-#include "../core/memory.h"
 #include "../core/tape.h"
 #include "../cpu/elementwise.h"
 #include "../cpu/matmul.h"
@@ -109,14 +108,17 @@ tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float ep
     return layernorm_linear(x, ln_w, ln_b, eps, w, b, tape_grad_enabled(), d);
 }
 
-/* over the samples drop path keeps: the output's gradient holds their rows one sample after another
- * (as does the output, or, from the MLP step, its gradient alone: op_mlp_residual), passes of whole
- * kept samples take them in turn, and each run of kept samples meets its own rows of x */
-static void layernorm_linear_kept_backward(tape_node *n) {
+/* In passes of whole samples: of the kept ones alone where the op ran on them (n->ptr; or where
+ * the MLP step did, whose output's gradient alone holds them so: op_mlp_residual), one sample after
+ * another in the output's gradient, each run of them meeting its own rows of x; without a drop
+ * path, in passes of rows (each row a sample). */
+void op_layernorm_linear_backward(tape_node *n) {
     tensor *x = n->in[0], *ln_w = n->in[1], *ln_b = n->in[2], *w = n->in[3], *b = n->in[4];
     const float *keep = n->ptr, *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
-    int C = x->shape[x->ndim - 1], N = w->shape[0], B = x->shape[0], rows = (int)(x->numel / C / B);
-    int group = (int)items_per_pass(B, 2 * (int64_t)rows * C, rows); /* as mlp_kept_backward's */
+    int C = x->shape[x->ndim - 1], N = w->shape[0];
+    int samples = keep ? x->shape[0] : (int)(x->numel / C), rows = (int)(x->numel / C / samples);
+    /* (as many samples a pass whatever the mask: the same scratch) */
+    int group = (int)items_per_pass(samples, 2 * (int64_t)rows * C, rows); /* y and dy */
     float *dx = x->requires_grad ? tensor_grad(x) : NULL;
     float *dln_w = ln_w->requires_grad ? tensor_grad(ln_w) : NULL;
     float *dln_b = ln_b->requires_grad ? tensor_grad(ln_b) : NULL;
@@ -124,14 +126,14 @@ static void layernorm_linear_kept_backward(tape_node *n) {
     float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
     size_t most = (size_t)group * rows;
     float *y = scratch_floats(most * C), *dy = scratch_floats(most * C);
+    /* (an MLP's hidden layer: its gradient kept in bf16, op_takes_bf16_grad) */
     bool g16 = n->out->grad_bf16;
-    for (int s = 0, j = 0; s < B;) {
+    for (int s = 0, j = 0; s < samples;) {
         int j0 = j, s0 = s;
-        for (int e; next_kept_run(keep, B, group - (j - j0), &s, &e); s = e) {
+        for (int e; next_kept_run(keep, samples, group - (j - j0), &s, &e); j += e - s, s = e) {
             size_t at = (size_t)(j - j0) * rows * C, from = (size_t)s * rows;
             kernels->layernorm_apply(y + at, x->data + from * C, mean + from, rstd + from,
                                      ln_w->data, ln_b->data, (int64_t)(e - s) * rows, C);
-            j += e - s;
         }
         if (j == j0) break;
         int pass_rows = (j - j0) * rows;
@@ -144,51 +146,15 @@ static void layernorm_linear_kept_backward(tape_node *n) {
             kernels->gemm(false, false, pass_rows, C, N, 1.0f, g, w->data, 0.0f, dy);
             kernels->linear_backward(NULL, dw, db, g, y, w->data, pass_rows, C, N);
         }
-        for (int e, k = j0; next_kept_run(keep, B, j - k, &s0, &e); s0 = e) { /* the same runs */
+        for (int e, k = j0; next_kept_run(keep, samples, j - k, &s0, &e); k += e - s0, s0 = e) {
             size_t at = (size_t)(k - j0) * rows * C, from = (size_t)s0 * rows;
             kernels->layernorm_backward(dx ? dx + from * C : NULL, dln_w, dln_b, dy + at,
                                         x->data + from * C, mean + from, rstd + from, ln_w->data,
                                         (int64_t)(e - s0) * rows, C);
-            k += e - s0;
         }
     }
     scratch_done(dy, most * C);
     scratch_done(y, most * C);
-}
-
-void op_layernorm_linear_backward(tape_node *n) {
-    if (n->ptr) {
-        layernorm_linear_kept_backward(n);
-        return;
-    }
-    tensor *x = n->in[0], *ln_w = n->in[1], *ln_b = n->in[2], *w = n->in[3], *b = n->in[4];
-    int C = x->shape[x->ndim - 1], N = w->shape[0];
-    int64_t M = x->numel / C, pass = items_per_pass(M, 2 * C, 1); /* y and dy */
-    const float *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
-    float *dx = x->requires_grad ? tensor_grad(x) : NULL;
-    float *dln_w = ln_w->requires_grad ? tensor_grad(ln_w) : NULL;
-    float *dln_b = ln_b->requires_grad ? tensor_grad(ln_b) : NULL;
-    float *dw = w->requires_grad ? tensor_grad(w) : NULL, *db = b && b->requires_grad ? tensor_grad(b) : NULL;
-    float *y = scratch_floats((size_t)(pass * C)), *dy = scratch_floats((size_t)(pass * C));
-    /* (an MLP's hidden layer: its gradient kept in bf16, op_takes_bf16_grad) */
-    const uint16_t *g16 = n->out->grad_bf16 ? (const uint16_t *)n->out->grad : NULL;
-    for (int64_t r0 = 0; r0 < M; r0 += pass) {
-        int64_t rows = r0 + pass < M ? pass : M - r0;
-        const float *xs = x->data + r0 * C;
-        kernels->layernorm_apply(y, xs, mean + r0, rstd + r0, ln_w->data, ln_b->data, rows, C);
-        if (g16) {
-            kernels->linear_backward_bf16_grad(dy, dw, db, g16 + r0 * N, y, w->data, (int)rows, C,
-                                               N);
-        } else {
-            vitc_memory()->zero(dy, sizeof(float) * (size_t)(rows * C));
-            kernels->linear_backward(dy, dw, db, n->out->grad + r0 * N, y, w->data, (int)rows, C,
-                                     N);
-        }
-        kernels->layernorm_backward(dx ? dx + r0 * C : NULL, dln_w, dln_b, dy, xs, mean + r0, rstd + r0,
-                           ln_w->data, rows, C);
-    }
-    scratch_done(y, (size_t)(pass * C));
-    scratch_done(dy, (size_t)(pass * C));
 }
 
 tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift,
