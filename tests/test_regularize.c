@@ -399,7 +399,7 @@ static void expect_kept_branch_as_the_whole(bool bf16) {
             rng_seed(&d1, (uint64_t)seed, RNG_DROPOUT);
             rng_seed(&d2, (uint64_t)seed, RNG_DROPOUT);
             drop_path kept = op_drop_path(0.4f, &d1, KB), all = op_drop_path(0.4f, &d2, KB);
-            masks += drop_path_kept(&kept) != NULL;
+            masks += drop_path_kept(&kept, in[0], "branch") != NULL;
             tensor *whole = kept_branch(shape, in, NULL, &all);
             tensor *part = kept_branch(shape, in, &kept, &kept);
             double fwd = max_rel_diff(part->data, whole->data, whole->numel);
@@ -425,4 +425,15 @@ TEST(residual_branches_run_on_the_kept_samples_alone_in_bf16) {
     vitc_set_precision(PRECISION_BF16, NULL);
     expect_kept_branch_as_the_whole(true);
     vitc_set_precision(PRECISION_FP32, NULL);
+}
+
+TEST(drop_path_of_another_batch_is_refused) {
+    rng r, d;
+    rng_seed(&r, 82, RNG_TEST);
+    rng_seed(&d, 1, RNG_DROPOUT);
+    tensor *x = RANDN(&r, 1, 5, 3, 4), *w = RANDN(&r, 1, 4), *b = RANDN(&r, 1, 4);
+    drop_path four = op_drop_path(0.4f, &d, 4);
+    EXPECT_ERROR(op_layernorm(x, w, b, 1e-5f, &four), "layernorm: drop path drawn for 4 samples, input (5, 3, 4)");
+    EXPECT_ERROR(op_residual_linear(x, x, RANDN(&r, 1, 4, 4), NULL, false, &four),
+                 "residual_linear: drop path drawn for 4 samples");
 }

@@ -26,9 +26,7 @@ tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps, const drop_path
     int C = x->shape[x->ndim - 1], B = x->shape[0];
     CHECK(w->numel == C && b->numel == C, "layernorm: weight %s / bias %s do not match %s",
           SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
-    CHECK(!d || d->samples == B, "layernorm: drop path drawn for %d samples, input %s",
-          d ? d->samples : 0, SHAPE_STR(x));
-    const float *keep = drop_path_kept(d);
+    const float *keep = drop_path_kept(d, x, "layernorm");
     int64_t M = x->numel / C;
     int samples = keep ? B : 1; /* (without a drop path, x's rows are one run) */
     int64_t rows = M / samples;
@@ -67,9 +65,7 @@ static tensor *layernorm_linear(tensor *x, tensor *ln_w, tensor *ln_b, float eps
           SHAPE_STR(x), SHAPE_STR(w));
     CHECK(!b || b->numel == w->shape[0], "layernorm_linear: bias %s does not match weight %s",
           SHAPE_STR(b), SHAPE_STR(w));
-    CHECK(!d || d->samples == B, "layernorm_linear: drop path drawn for %d samples, input %s",
-          d ? d->samples : 0, SHAPE_STR(x));
-    const float *keep = drop_path_kept(d);
+    const float *keep = drop_path_kept(d, x, "layernorm_linear");
     int64_t M = x->numel / C;
     int N = w->shape[0], samples = keep ? B : 1; /* (without a drop path, x's rows are one run) */
     int64_t per_sample = M / samples;
@@ -164,9 +160,7 @@ tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh,
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
     CHECK(w->numel == C && b->numel == C, "layernorm_windows: weight %s / bias %s do not match %s",
           SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
-    CHECK(!d || d->samples == B, "layernorm_windows: drop path drawn for %d samples, input %s",
-          d ? d->samples : 0, SHAPE_STR(x));
-    const float *keep = drop_path_kept(d);
+    const float *keep = drop_path_kept(d, x, "layernorm_windows");
     int taken = keep ? d->kept : B;
     int64_t M = x->numel / C, per_sample = (int64_t)H * W;
     /* under bf16 the windows are bf16: only the products of the linear layers after this op read

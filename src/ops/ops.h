@@ -23,10 +23,9 @@ typedef struct drop_path {
 } drop_path;
 /* (drawn in regularize.c) r may be NULL for p 0 */
 drop_path op_drop_path(float p, rng *r, int samples);
-/* d's kept samples when the branch runs on them alone, else NULL */
-static inline const float *drop_path_kept(const drop_path *d) {
-    return d && d->mask && d->kept > 0 && d->kept < d->samples ? d->keep : NULL;
-}
+/* d's kept samples when the branch from x runs on them alone, else NULL; stops naming `op` when d
+ * was drawn for another number of samples than x's */
+const float *drop_path_kept(const drop_path *d, const tensor *x, const char *op);
 
 /* ---- matmul.c ---- */
 /* x (..., in), w (out, in) as nn.Linear, b (out) or NULL -> (..., out) */

@@ -44,6 +44,12 @@ drop_path op_drop_path(float p, rng *r, int samples) {
     return d;
 }
 
+const float *drop_path_kept(const drop_path *d, const tensor *x, const char *op) {
+    CHECK(!d || d->samples == x->shape[0], "%s: drop path drawn for %d samples, input %s", op,
+          d ? d->samples : 0, SHAPE_STR(x));
+    return d && d->mask && d->kept > 0 && d->kept < d->samples ? d->keep : NULL;
+}
+
 tensor *op_dropout(tensor *x, float p, rng *r) {
     CHECK(p >= 0 && p < 1, "dropout: probability %g outside [0, 1)", p);
     if (p == 0) return x;
@@ -70,9 +76,7 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
                                window_geom g, const drop_path *d) {
     int K = h->shape[h->ndim - 1], N = res->shape[res->ndim - 1], B = res->shape[0];
     int M = (int)(res->numel / N), rows = M / B;
-    CHECK(!d || d->samples == B, "residual_linear: drop path drawn for %d samples, residual %s",
-          d ? d->samples : 0, SHAPE_STR(res));
-    const float *keep = drop_path_kept(d);
+    const float *keep = drop_path_kept(d, res, "residual_linear");
     if (keep && h->numel / K == M) keep = NULL; /* a branch run on every sample */
     int taken = keep ? d->kept : B;             /* the samples whose rows h holds */
     CHECK(w->ndim == 2 && w->shape[0] == N && w->shape[1] == K &&
@@ -157,7 +161,8 @@ tensor *op_residual_linear_windows(tensor *res, tensor *h, tensor *w, tensor *b,
     int per_sample = (res->shape[1] / wh) * (res->shape[2] / ww), windows = h->shape[0];
     bool every = windows == res->shape[0] * per_sample;
     CHECK(h->ndim == 3 && h->shape[1] == wh * ww &&
-              (every || (drop_path_kept(d) && windows == d->kept * per_sample)),
+              (every || (drop_path_kept(d, res, "residual_linear_windows") &&
+                         windows == d->kept * per_sample)),
           "residual_linear_windows: input %s is not (%d windows, %d, K)", SHAPE_STR(h),
           res->shape[0] * per_sample, wh * ww);
     window_geom g = {res->shape[1], res->shape[2], wh, ww, shift};
@@ -285,10 +290,7 @@ tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w,
                                  const drop_path *d) {
     int K0 = h0->shape[h0->ndim - 1], K1 = h1->shape[h1->ndim - 1], N = res->shape[res->ndim - 1];
     int B = res->shape[0], M = (int)(res->numel / N), rows = M / B;
-    CHECK(!d || d->samples == B,
-          "residual_linear_split: drop path drawn for %d samples, residual %s", d ? d->samples : 0,
-          SHAPE_STR(res));
-    const float *keep = drop_path_kept(d);
+    const float *keep = drop_path_kept(d, res, "residual_linear_split");
     if (keep && h0->numel / K0 == M) keep = NULL; /* a branch run on every sample */
     int taken = keep ? d->kept : B, taken_rows = taken * rows;
     CHECK(w->ndim == 2 && w->shape[0] == N && w->shape[1] == K0 + K1 &&
@@ -301,18 +303,15 @@ tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w,
     /* the kept samples' branch goes to scratch, then onto their rows */
     size_t n_branch = keep ? (size_t)taken_rows * N : 0;
     float *branch = keep ? scratch_floats(n_branch) : NULL, *to = keep ? branch : out->data;
-    const float *factors = mask && !keep ? mask->data : NULL;
+    const float *factors = mask && !keep ? mask->data : NULL, *base = keep ? NULL : res->data;
     size_t n_part = (size_t)N * (K0 > K1 ? K0 : K1);
     float *w_part = scratch_floats(n_part);
     for (int i = 0, k0 = 0; i < 2; k0 += h[i]->shape[h[i]->ndim - 1], i++) {
         int K = h[i]->shape[h[i]->ndim - 1];
         copy_columns(w_part, w->data, N, K0 + K1, k0, K);
-        kernels->residual_linear_forward(to,
-                                         i      ? to
-                                         : keep ? NULL
-                                                : res->data,
-                                         h[i]->data, w_part, i == 0 && b ? b->data : NULL, factors,
-                                         taken, taken_rows, K, N);
+        kernels->residual_linear_forward(to, i ? to : base, h[i]->data, w_part,
+                                         i == 0 && b ? b->data : NULL, factors, taken, taken_rows,
+                                         K, N);
     }
     if (keep) {
         kernels->copy_floats(out->data, res->data, res->numel);
@@ -380,10 +379,12 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
           "mlp_residual: input %s, norm %s, fc1 %s, fc2 %s do not match", SHAPE_STR(res), SHAPE_STR(ln_w),
           SHAPE_STR(w1), SHAPE_STR(w2));
     int B = res->shape[0];
-    CHECK(!d || d->samples == B, "mlp_residual: drop path drawn for %d samples, residual %s",
-          d ? d->samples : 0, SHAPE_STR(res));
     mlp_dims dims = {res->numel / C, C, H, (int)(res->numel / C / B)};
     tensor *mask = d ? d->mask : NULL;
+    /* the backwards' samples: the kept ones where d keeps some alone, and also where it drops all
+     * (their rows of h are not computed) */
+    const float *kept =
+        drop_path_kept(d, res, "mlp_residual") || (mask && !d->kept) ? d->keep : NULL;
     tensor *out = tensor_like(res), *mean = TENSOR((int)dims.M), *rstd = TENSOR((int)dims.M),
            *h = NULL;
     if (record) {
@@ -407,9 +408,7 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
         return out;
     }
     /* the two nodes op_layernorm_linear and op_residual_linear record: their backwards run over the
-     * kept samples alone where drop path drops any (all of them too: their rows of h are not
-     * computed), h's gradient holding their rows */
-    const float *kept = mask && d->kept < B ? d->keep : NULL;
+     * kept samples alone, h's gradient holding their rows */
     tape_node *n = tape_record(OP_LAYERNORM_LINEAR, h, 5, (tensor *[]){res, ln_w, ln_b, w1, b1});
     if (n) n->saved[0] = mean, n->saved[1] = rstd, n->ptr = kept;
     n = tape_record(OP_RESIDUAL_LINEAR, out, 4, (tensor *[]){res, h, w2, b2});
