@@ -72,6 +72,21 @@ typedef struct window_geom {
     int H, W, wh, ww, shift;
 } window_geom;
 
+/* out's rows of `count` kept samples from sample *first on (the residual already there) += each
+ * sample's factor times (its rows of act · wᵀ + b): act holds those samples' rows one after
+ * another; a run of kept samples is one product, straight into out. *first ends past them. */
+static void add_branch_onto_kept(float *out, const float *act, const float *w, const float *b,
+                                 const float *keep, const float *factors, int samples, int *first,
+                                 int count, int rows, int K, int N) {
+    for (int s = *first, e, j = 0; next_kept_run(keep, samples, count - j, &s, &e);
+         j += e - s, s = e) {
+        float *to = out + (size_t)s * rows * N;
+        kernels->residual_linear_forward(to, to, act + (size_t)j * rows * K, w, b, factors + s,
+                                         e - s, (e - s) * rows, K, N);
+        *first = e;
+    }
+}
+
 static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool gelu,
                                window_geom g, const drop_path *d) {
     int K = h->shape[h->ndim - 1], N = res->shape[res->ndim - 1], B = res->shape[0];
@@ -87,8 +102,8 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
     CHECK(!h->bf16 || gelu, "residual_linear: a bf16 input %s is an MLP's hidden layer, for the GELU",
           SHAPE_STR(h));
     tensor *mask = d ? d->mask : NULL, *out = tensor_like(res);
-    /* the branch goes to scratch, then into out: in map order, or onto the kept samples' rows */
-    bool put = g.H || keep;
+    /* in map order the branch goes to scratch, then into out */
+    bool put = g.H != 0;
     /* passes of a few samples: the GELU and the put branch are scratch (as many samples a pass
      * whatever the mask) */
     int64_t per_sample = (gelu ? (int64_t)rows * K : 0) + (put ? (int64_t)rows * N : 0);
@@ -98,7 +113,7 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
     float *act_scratch = gelu ? scratch_floats(n_act) : NULL;
     float *branch = put ? scratch_floats(n_branch) : NULL;
     const float *bias = b ? b->data : NULL;
-    if (put) kernels->copy_floats(out->data, res->data, res->numel);
+    if (put || keep) kernels->copy_floats(out->data, res->data, res->numel);
     for (int j0 = 0, s = 0; j0 < taken; j0 += group) {
         int gs = j0 + group < taken ? group : taken - j0;
         size_t r0 = (size_t)j0 * rows, n_pass = (size_t)gs * rows * K;
@@ -112,8 +127,12 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
             act = act_scratch;
         }
         if (!put) {
-            kernels->residual_linear_forward(out->data + r0 * N, res->data + r0 * N, act, w->data,
-                                             bias, factors, gs, gs * rows, K, N);
+            if (keep)
+                add_branch_onto_kept(out->data, act, w->data, bias, keep, mask->data, B, &s, gs,
+                                     rows, K, N);
+            else
+                kernels->residual_linear_forward(out->data + r0 * N, res->data + r0 * N, act,
+                                                 w->data, bias, factors, gs, gs * rows, K, N);
             continue;
         }
         kernels->residual_linear_forward(branch, NULL, act, w->data, bias, factors, gs, gs * rows,
@@ -126,12 +145,7 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
         for (int e, j = j0; next_kept_run(keep, B, j0 + gs - j, &s, &e); j += e - s, s = e) {
             float *run = branch + (size_t)(j - j0) * rows * N,
                   *to = out->data + (size_t)s * rows * N;
-            int64_t per = (int64_t)rows * N;
-            if (!g.H) {
-                kernels->scale_groups(to, run, mask->data + s, e - s, per, true);
-                continue;
-            }
-            kernels->scale_groups(run, run, mask->data + s, e - s, per, false);
+            kernels->scale_groups(run, run, mask->data + s, e - s, (int64_t)rows * N, false);
             kernels->window_copy(run, to, e - s, g.H, g.W, N, g.wh, g.ww, g.shift, false, true);
         }
     }
@@ -300,27 +314,22 @@ tensor *op_residual_linear_split(tensor *res, tensor *h0, tensor *h1, tensor *w,
           SHAPE_STR(res), SHAPE_STR(h0), SHAPE_STR(h1), SHAPE_STR(w));
     CHECK(!b || b->numel == N, "residual_linear_split: bias %s for %d outputs", SHAPE_STR(b), N);
     tensor *mask = d ? d->mask : NULL, *out = tensor_like(res), *h[2] = {h0, h1};
-    /* the kept samples' branch goes to scratch, then onto their rows */
-    size_t n_branch = keep ? (size_t)taken_rows * N : 0;
-    float *branch = keep ? scratch_floats(n_branch) : NULL, *to = keep ? branch : out->data;
-    const float *factors = mask && !keep ? mask->data : NULL, *base = keep ? NULL : res->data;
+    const float *factors = mask && !keep ? mask->data : NULL;
     size_t n_part = (size_t)N * (K0 > K1 ? K0 : K1);
     float *w_part = scratch_floats(n_part);
+    if (keep) kernels->copy_floats(out->data, res->data, res->numel);
     for (int i = 0, k0 = 0; i < 2; k0 += h[i]->shape[h[i]->ndim - 1], i++) {
-        int K = h[i]->shape[h[i]->ndim - 1];
+        int K = h[i]->shape[h[i]->ndim - 1], first = 0;
+        const float *bias = i == 0 && b ? b->data : NULL;
         copy_columns(w_part, w->data, N, K0 + K1, k0, K);
-        kernels->residual_linear_forward(to, i ? to : base, h[i]->data, w_part,
-                                         i == 0 && b ? b->data : NULL, factors, taken, taken_rows,
-                                         K, N);
-    }
-    if (keep) {
-        kernels->copy_floats(out->data, res->data, res->numel);
-        for (int s = 0, j = 0, e; next_kept_run(keep, B, B, &s, &e); j += e - s, s = e)
-            kernels->scale_groups(out->data + (size_t)s * rows * N, branch + (size_t)j * rows * N,
-                                  mask->data + s, e - s, (int64_t)rows * N, true);
+        if (keep)
+            add_branch_onto_kept(out->data, h[i]->data, w_part, bias, keep, mask->data, B, &first,
+                                 taken, rows, K, N);
+        else
+            kernels->residual_linear_forward(out->data, i ? out->data : res->data, h[i]->data,
+                                             w_part, bias, factors, taken, taken_rows, K, N);
     }
     scratch_done(w_part, n_part);
-    scratch_done(branch, n_branch);
     op_macs += (double)taken_rows * (K0 + K1) * N;
     tape_node *n = tape_record(OP_RESIDUAL_LINEAR_SPLIT, out, 5, (tensor *[]){res, h0, h1, w, b});
     if (n) n->saved[0] = mask, n->ptr = keep;
