@@ -1,6 +1,7 @@
 /* Micro-benchmark: GFLOP/s of the linear op (forward, backward, both) at ViT shapes next to a bare
  * cblas_sgemm of the same size, measured in the same run (ratios, not wall times, are what count);
- * then the attention op alone at Swin's first-stage windows and DeiT's tokens, in fp32 and in bf16
+ * then the attention op alone at Swin's first-stage windows, DeiT's tokens and Agent-DeiT's two
+ * attentions (49 agents over the tokens, the tokens over the agents), in fp32 and in bf16
  * where the CPU has it (its milliseconds, to compare builds in turn: docs/performance.md). */
 #include <cblas.h>
 #include <math.h>
@@ -77,23 +78,26 @@ static void bench_linear(int M, int K, int N) {
     free(A), free(B), free(C);
 }
 
-/* softmax attention over `seqs` sequences of n tokens, heads of d channels: q, k and v from one
- * op_linear_chunks product as in the models (under bf16 their gradients are then bf16, as there),
- * the attention op's own forward and backward from the tape's profile; medians */
-static void bench_attention(const char *shape, int seqs, int n, int heads, int d) {
+/* softmax attention over `seqs` sequences of n queries and m keys, heads of d channels: q, k and v
+ * from op_linear_chunks products as in the models (under bf16 their gradients are then bf16, as
+ * there), the attention op's own forward and backward from the tape's profile; medians */
+static void bench_attention(const char *shape, int seqs, int n, int m, int heads, int d) {
     rng r;
     rng_seed(&r, 11, RNG_TEST);
     int C = heads * d;
-    double t_fwd[REPS], t_bwd[REPS], flop = 4.0 * seqs * heads * (double)n * n * d;
+    double t_fwd[REPS], t_bwd[REPS], flop = 4.0 * seqs * heads * (double)n * m * d;
     for (int rep = -1; rep < REPS; rep++) { /* rep -1 warms up */
-        tensor *x = TENSOR(seqs, n, C), *w = TENSOR(3 * C, C), *qkv[3];
-        fill(x->data, x->numel, &r);
+        tensor *xq = TENSOR(seqs, n, C), *xk = TENSOR(seqs, m, C), *w = TENSOR(3 * C, C);
+        tensor *qkv[3], *other[3], **kv = qkv; /* keys and values from xk when m != n */
+        fill(xq->data, xq->numel, &r);
+        fill(xk->data, xk->numel, &r);
         fill(w->data, w->numel, &r);
         w->requires_grad = true;
         tensor_grad(w);
         tape_profile_start();
-        op_linear_chunks(x, w, NULL, 3, qkv);
-        tensor *y = op_attention(qkv[0], qkv[1], qkv[2], heads, 1.0f / sqrtf((float)d), NULL, NULL,
+        op_linear_chunks(xq, w, NULL, 3, qkv);
+        if (m != n) op_linear_chunks(xk, w, NULL, 3, other), kv = other;
+        tensor *y = op_attention(qkv[0], kv[1], kv[2], heads, 1.0f / sqrtf((float)d), NULL, NULL,
                                  1);
         fill(tensor_grad(y), y->numel, &r);
         tape_run_backward();
@@ -121,8 +125,10 @@ int main(void) {
             printf("attention in bf16 skipped: %s\n", why);
             break;
         }
-        bench_attention("swin_t s1 windows (1024x3, 49, 32)", 1024, 49, 3, 32);
-        bench_attention("deit_t (16x3, 197, 64)", 16, 197, 3, 64);
+        bench_attention("swin_t s1 windows (1024x3, 49, 32)", 1024, 49, 49, 3, 32);
+        bench_attention("deit_t (16x3, 197, 64)", 16, 197, 197, 3, 64);
+        bench_attention("agent_deit_t agents (16x3, 49x197, 64)", 16, 49, 197, 3, 64);
+        bench_attention("agent_deit_t queries (16x3, 197x49, 64)", 16, 197, 49, 3, 64);
     }
     arena_free(&vitc_arena);
     return 0;
