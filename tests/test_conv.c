@@ -74,20 +74,28 @@ static tensor *dw_of_product_fn(tensor **in, const void *ctx) {
 TEST(dwconv2d_matches_grouped_conv_and_grad) {
     rng r;
     rng_seed(&r, 52, RNG_TEST);
-    /* 5 channels: a partial vector only; 21: a whole vector of 16 and a partial one */
-    for (int C = 5; C <= 21; C += 16)
-        for (int k = 3; k <= 7; k += 2) {
-            tensor *x = LEAF(&r, 1, 3, 7, 5, C), *w = LEAF(&r, 0.5f, C, 1, k, k);
-            tensor *b = LEAF(&r, 1, C);
-            tensor *y = op_dwconv2d(x, w, b);
-            tensor *ref = tensor_like(y);
-            conv_naive(ref->data, x, w, b, 1, k / 2, C);
-            double err = max_rel_diff(y->data, ref->data, y->numel);
-            EXPECT(err < 1e-5, "C %d k %d: rel diff %g", C, k, err);
-            EXPECT(GRADCHECK(dw_fn, &k, x, w, b), "dwconv C %d k %d", C, k);
-            EXPECT(GRADCHECK(dw_fn, NULL, x, w), "dwconv C %d k %d without bias", C, k);
-            EXPECT(GRADCHECK(dw_of_product_fn, NULL, x, w, b), "dwconv C %d k %d, x made", C, k);
-        }
+    /* 5 channels: a partial vector only; 21: a whole vector of 16 and a partial one (both on rows
+     * of channel blocks); 69: more than 64, each pixel's channels in a loop (conv.c). On 7 x 5
+     * every pixel is near a border, on 11 x 9 some are not for every k. */
+    const int channels[] = {5, 21, 69};
+    for (int i = 0; i < 3; i++)
+        for (int k = 3; k <= 7; k += 2)
+            for (int big = 0; big < 2; big++) {
+                int C = channels[i];
+                tensor *x = LEAF(&r, 1, 3 - 2 * big, 7 + 4 * big, 5 + 4 * big, C);
+                tensor *w = LEAF(&r, 0.5f, C, 1, k, k);
+                tensor *b = LEAF(&r, 1, C);
+                tensor *y = op_dwconv2d(x, w, b);
+                tensor *ref = tensor_like(y);
+                conv_naive(ref->data, x, w, b, 1, k / 2, C);
+                double err = max_rel_diff(y->data, ref->data, y->numel);
+                EXPECT(err < 1e-5, "C %d k %d grid %d: rel diff %g", C, k, big, err);
+                EXPECT(GRADCHECK(dw_fn, &k, x, w, b), "dwconv C %d k %d grid %d", C, k, big);
+                EXPECT(GRADCHECK(dw_fn, NULL, x, w), "dwconv C %d k %d grid %d without bias", C, k,
+                       big);
+                EXPECT(GRADCHECK(dw_of_product_fn, NULL, x, w, b),
+                       "dwconv C %d k %d grid %d, x made", C, k, big);
+            }
     tensor *x = RANDN(&r, 1, 1, 5, 5, 4), *w = RANDN(&r, 1, 4, 1, 4, 4);
     EXPECT_ERROR(op_dwconv2d(x, w, NULL), "with k odd");
     EXPECT_ERROR(op_dwconv2d(x, RANDN(&r, 1, 4, 1, 9, 9), NULL), "with k odd and at most 7");

@@ -160,10 +160,12 @@ void conv2d_backward(float *dx, float *dw, float *db, const float *dout, const f
     if (db) add_column_sums(db, dout, P, g->Cout);
 }
 
-/* wt (k*k, C) = the kernel of each channel c, w[c mod Cw], with its bias after it (C) when b */
-static void spread_weights(float *wt, const float *w, const float *b, int C, int Cw, int kk) {
+/* wt (k*k, C) = the kernel of each channel c, w[c mod Cw], turned half a circle when `flipped`
+ * (x's gradient is dout's conv with it), with its bias after it (C) when b */
+static void spread_weights(float *wt, const float *w, const float *b, int C, int Cw, int kk,
+                           bool flipped) {
     for (int c = 0; c < C; c++)
-        for (int t = 0; t < kk; t++) wt[t * C + c] = w[(c % Cw) * kk + t];
+        for (int t = 0; t < kk; t++) wt[t * C + c] = w[(c % Cw) * kk + (flipped ? kk - 1 - t : t)];
     if (b)
         for (int c = 0; c < C; c++) wt[kk * C + c] = b[c % Cw];
 }
@@ -172,36 +174,6 @@ static void spread_weights(float *wt, const float *w, const float *b, int C, int
  * (dwconv2d_forward) */
 static inline int64_t grid_pixel(int64_t bi, int y, int xx, int H, int W, int lead) {
     return bi * (lead + (int64_t)H * W) + lead + (int64_t)y * W + xx;
-}
-
-void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const float *b,
-                      const float *base, int B, int H, int W, int lead, int C, int Cw, int k,
-                      float *wt) {
-    int r = k / 2;
-    spread_weights(wt, w, b, C, Cw, k * k);
-    const float *bias = b ? wt + k * k * C : NULL;
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < (int64_t)B * H; row++) {
-        int64_t bi = row / H;
-        int y = (int)(row % H);
-        for (int xx = 0; xx < W; xx++) {
-            int64_t p = grid_pixel(bi, y, xx, H, W, lead);
-            float *o = out + p * C;
-            const float *add = base ? base + p * C : NULL;
-            for (int c = 0; c < C; c++) o[c] = (bias ? bias[c] : 0.0f) + (add ? add[c] : 0.0f);
-            for (int ky = 0; ky < k; ky++) {
-                int iy = y + ky - r;
-                if (iy < 0 || iy >= H) continue;
-                for (int kx = 0; kx < k; kx++) {
-                    int ix = xx + kx - r;
-                    if (ix < 0 || ix >= W) continue;
-                    const float *src = x + grid_pixel(bi, iy, ix, H, W, lead) * xC;
-                    const float *wk = wt + (ky * k + kx) * C;
-                    for (int c = 0; c < C; c++) o[c] += wk[c] * src[c];
-                }
-            }
-        }
-    }
 }
 
 /* The lanes [c, c + n) of a channel block, n up to 16 (C's last block may be partial). */
@@ -226,77 +198,194 @@ static inline void store_lanes(float *p, vec16 v, int n) {
 #endif
 }
 
-/* One row of the backward for channels [c, c + n): dx(p) gathers w(t) dout(p - t) over the taps t
- * (dx may be NULL; added to where dx_set, else written) while the chunk's partial sums take
- * dw(t) += dout(p) x(p + t) and db += dout(p), both in registers across the row. One pass reads
- * dout and x once. Written for a constant k where inlined, so that the taps' loops unroll and their
- * vectors stay in registers. */
-static inline __attribute__((always_inline)) void dw_backward_row(
-    float *dx, bool dx_set, float *pw, float *pb, const float *dout, const float *x, int xC,
-    const float *wt, int H, int W, int lead, int C, int k, int64_t row, int c, int n) {
-    int r = k / 2, kk = k * k, y = (int)(row % H);
-    int64_t first = grid_pixel(row / H, 0, 0, H, W, lead); /* the image's first grid pixel */
-    vec16 wk[DW_MAX_K * DW_MAX_K], acc[DW_MAX_K * DW_MAX_K], bias_acc = load_lanes(pb + c, n);
-#pragma GCC unroll 49
-    for (int t = 0; t < kk; t++) {
-        wk[t] = load_lanes(wt + (size_t)t * C + c, n);
-        acc[t] = load_lanes(pw + (size_t)t * C + c, n);
+/* The depthwise convs (the forward, and x's gradient: dout's conv with the kernel turned half a
+ * circle) compute out(p) = bias + base(p) + sum over the taps t of wt(t) in(p + t), zero outside
+ * the grid, in one of two loop orders, each the faster on its side of CONV_ROWS_MAX_C channels
+ * (docs/performance.md):
+ *   - up to it, a row of one block of 16 channels at a time, the block's k*k kernel vectors in
+ *     registers across the row (a loop over so few channels inside each tap costs more than the
+ *     tap);
+ *   - above it, each pixel's channels in a loop inside each tap, whose bounds are checked once for
+ *     all of them (rows of blocks read k rows of the map again for every block).
+ * Pixel strides ldo (out, and base: out itself, or NULL for none) and ldi (in); the row kernels'
+ * maps start at the image's first grid pixel, and are written for a constant k where inlined, so
+ * that the taps' loops unroll. A pixel whose columns are inside for every tap skips their checks. */
+#define CONV_ROWS_MAX_C 64
+
+/* acc + the sum over the taps of wk(t) in(y + ky - r, xx + kx - r) */
+static inline __attribute__((always_inline)) vec16 conv_taps(vec16 acc, const vec16 *wk,
+                                                             const float *in, int ld, int H, int W,
+                                                             int y, int xx, int k, int n,
+                                                             bool inside) {
+    int r = k / 2;
+#pragma GCC unroll 7
+    for (int ky = 0; ky < k; ky++) {
+        int iy = y + ky - r;
+        if (iy < 0 || iy >= H) continue;
+        const float *row = in + ((int64_t)iy * W + xx - r) * ld;
+#pragma GCC unroll 7
+        for (int kx = 0; kx < k; kx++)
+            if (inside || (xx + kx - r >= 0 && xx + kx - r < W))
+                acc += wk[ky * k + kx] * load_lanes(row + (int64_t)kx * ld, n);
     }
-    const float *g_map = dout + first * C + c;
-    const float *x_map = x + first * xC + c;
+    return acc;
+}
+
+static inline __attribute__((always_inline)) void
+conv_row(float *out, const float *base, int ldo, const float *in, int ldi, const float *wt,
+         const float *bias, int C, int H, int W, int y, int k, int c, int n) {
+    int r = k / 2, kk = k * k;
+    out += c, in += c, base = base ? base + c : NULL;
+    vec16 wk[DW_MAX_K * DW_MAX_K], b0 = bias ? load_lanes(bias + c, n) : (vec16){0};
+#pragma GCC unroll 49
+    for (int t = 0; t < kk; t++) wk[t] = load_lanes(wt + (size_t)t * C + c, n);
     for (int xx = 0; xx < W; xx++) {
-        vec16 g = load_lanes(g_map + ((int64_t)y * W + xx) * C, n), d = {0};
-        bias_acc += g;
-#pragma GCC unroll 7
-        for (int ky = 0; ky < k; ky++) {
-            int iy = y + ky - r, oy = y - ky + r;
-#pragma GCC unroll 7
-            for (int kx = 0; kx < k; kx++) {
-                int ix = xx + kx - r, ox = xx - kx + r, t = ky * k + kx;
-                if (iy >= 0 && iy < H && ix >= 0 && ix < W)
-                    acc[t] += g * load_lanes(x_map + ((int64_t)iy * W + ix) * xC, n);
-                if (dx && oy >= 0 && oy < H && ox >= 0 && ox < W)
-                    d += wk[t] * load_lanes(g_map + ((int64_t)oy * W + ox) * C, n);
-            }
-        }
-        if (dx) {
-            float *dst = dx + (first + (int64_t)y * W + xx) * xC + c;
-            store_lanes(dst, dx_set ? load_lanes(dst, n) + d : d, n);
+        int64_t p = (int64_t)y * W + xx;
+        vec16 acc = base ? b0 + load_lanes(base + p * ldo, n) : b0;
+        if (xx >= r && xx < W - r)
+            acc = conv_taps(acc, wk, in, ldi, H, W, y, xx, k, n, true);
+        else
+            acc = conv_taps(acc, wk, in, ldi, H, W, y, xx, k, n, false);
+        store_lanes(out + p * ldo, acc, n);
+    }
+}
+
+static void conv_rows(float *out, const float *base, int ldo, const float *in, int ldi,
+                      const float *wt, const float *bias, int C, int H, int W, int y, int k) {
+    for (int c = 0; c < C; c += 16) {
+        int n = C - c < 16 ? C - c : 16;
+        if (k == 3)
+            conv_row(out, base, ldo, in, ldi, wt, bias, C, H, W, y, 3, c, n);
+        else if (k == 5)
+            conv_row(out, base, ldo, in, ldi, wt, bias, C, H, W, y, 5, c, n);
+        else
+            conv_row(out, base, ldo, in, ldi, wt, bias, C, H, W, y, k, c, n);
+    }
+}
+
+static void conv_pixel(float *o, const float *add, const float *in, int ldi, const float *wt,
+                       const float *bias, int64_t bi, int H, int W, int lead, int y, int xx, int C,
+                       int k) {
+    int r = k / 2;
+    for (int c = 0; c < C; c++) o[c] = (bias ? bias[c] : 0.0f) + (add ? add[c] : 0.0f);
+    for (int ky = 0; ky < k; ky++) {
+        int iy = y + ky - r;
+        if (iy < 0 || iy >= H) continue;
+        for (int kx = 0; kx < k; kx++) {
+            int ix = xx + kx - r;
+            if (ix < 0 || ix >= W) continue;
+            const float *src = in + grid_pixel(bi, iy, ix, H, W, lead) * ldi;
+            const float *wk = wt + (ky * k + kx) * C;
+            for (int c = 0; c < C; c++) o[c] += wk[c] * src[c];
         }
     }
-    store_lanes(pb + c, bias_acc, n);
+}
+
+static void conv(float *out, const float *base, int ldo, const float *in, int ldi, const float *wt,
+                 const float *bias, int B, int H, int W, int lead, int C, int k) {
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < (int64_t)B * H; row++) {
+        int64_t bi = row / H, first = grid_pixel(bi, 0, 0, H, W, lead);
+        int y = (int)(row % H);
+        if (C <= CONV_ROWS_MAX_C) {
+            conv_rows(out + first * ldo, base ? base + first * ldo : NULL, ldo, in + first * ldi,
+                      ldi, wt, bias, C, H, W, y, k);
+            continue;
+        }
+        for (int xx = 0; xx < W; xx++) {
+            int64_t p = grid_pixel(bi, y, xx, H, W, lead);
+            conv_pixel(out + p * ldo, base ? base + p * ldo : NULL, in, ldi, wt, bias, bi, H, W,
+                       lead, y, xx, C, k);
+        }
+    }
+}
+
+void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const float *b,
+                      const float *base, int B, int H, int W, int lead, int C, int Cw, int k,
+                      float *wt) {
+    spread_weights(wt, w, b, C, Cw, k * k, false);
+    conv(out, base, C, x, xC, wt, b ? wt + k * k * C : NULL, B, H, W, lead, C, k);
+}
+
+/* sums(t) += g x(y + ky - r, xx + kx - r) over the taps t */
+static inline __attribute__((always_inline)) void tap_sums(vec16 *sums, vec16 g, const float *x,
+                                                           int ld, int H, int W, int y, int xx,
+                                                           int k, int n, bool inside) {
+    int r = k / 2;
+#pragma GCC unroll 7
+    for (int ky = 0; ky < k; ky++) {
+        int iy = y + ky - r;
+        if (iy < 0 || iy >= H) continue;
+        const float *row = x + ((int64_t)iy * W + xx - r) * ld;
+#pragma GCC unroll 7
+        for (int kx = 0; kx < k; kx++)
+            if (inside || (xx + kx - r >= 0 && xx + kx - r < W))
+                sums[ky * k + kx] += g * load_lanes(row + (int64_t)kx * ld, n);
+    }
+}
+
+/* One row of the weights' gradient for channels [c, c + n): dw(t) += dout(p) x(p + t) into pw (k*k
+ * rows of C) and db += dout(p) into pb, the k*k sums in registers across the row (a pass that held
+ * the kernel's vectors too, for x's gradient, ran out of registers at 5 x 5), as the row kernels
+ * above */
+static inline __attribute__((always_inline)) void
+weight_grad_row(float *pw, float *pb, const float *g_map, const float *x_map, int xC, int C, int H,
+                int W, int y, int k, int c, int n) {
+    int r = k / 2, kk = k * k;
+    g_map += c, x_map += c;
+    vec16 sums[DW_MAX_K * DW_MAX_K], bias_sum = load_lanes(pb + c, n);
 #pragma GCC unroll 49
-    for (int t = 0; t < kk; t++) store_lanes(pw + (size_t)t * C + c, acc[t], n);
+    for (int t = 0; t < kk; t++) sums[t] = load_lanes(pw + (size_t)t * C + c, n);
+    for (int xx = 0; xx < W; xx++) {
+        vec16 g = load_lanes(g_map + ((int64_t)y * W + xx) * C, n);
+        bias_sum += g;
+        if (xx >= r && xx < W - r)
+            tap_sums(sums, g, x_map, xC, H, W, y, xx, k, n, true);
+        else
+            tap_sums(sums, g, x_map, xC, H, W, y, xx, k, n, false);
+    }
+    store_lanes(pb + c, bias_sum, n);
+#pragma GCC unroll 49
+    for (int t = 0; t < kk; t++) store_lanes(pw + (size_t)t * C + c, sums[t], n);
+}
+
+static void weight_grad_rows(float *pw, float *pb, const float *g_map, const float *x_map, int xC,
+                             int C, int H, int W, int y, int k) {
+    for (int c = 0; c < C; c += 16) {
+        int n = C - c < 16 ? C - c : 16;
+        if (k == 3)
+            weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, 3, c, n);
+        else if (k == 5)
+            weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, 5, c, n);
+        else
+            weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, k, c, n);
+    }
 }
 
 void dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db, const float *dout,
                        const float *x, int xC, const float *w, int B, int H, int W, int lead,
                        int C, int Cw, int k, float *wt, float *partial) {
     int kk = k * k;
-    bool dx_set = dx_beta != 0.0f;
-    int64_t rows = (int64_t)B * H;
-    spread_weights(wt, w, NULL, C, Cw, kk);
+    if (dx) {
+        spread_weights(wt, w, NULL, C, Cw, kk, true);
+        conv(dx, dx_beta != 0.0f ? dx : NULL, xC, dout, C, wt, NULL, B, H, W, lead, C, k);
+    }
+    if (!dw && !db) return;
     /* fixed row chunks with their own partial sums, added in order: deterministic for any thread
-     * count; each row's dx is written by its chunk alone */
-    int64_t per = (rows + DW_CHUNKS - 1) / DW_CHUNKS;
+     * count */
+    int64_t rows = (int64_t)B * H, per = (rows + DW_CHUNKS - 1) / DW_CHUNKS;
     size_t stride = (size_t)(kk + 1) * C;
     memset(partial, 0, sizeof(float) * DW_CHUNKS * stride);
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < DW_CHUNKS; ch++) {
         float *pw = partial + ch * stride, *pb = pw + (size_t)kk * C;
         int64_t lo = ch * per, hi = lo + per < rows ? lo + per : rows;
-        for (int64_t row = lo; row < hi; row++)
-            for (int c = 0; c < C; c += 16) {
-                int n = C - c < 16 ? C - c : 16;
-                if (k == 3)
-                    dw_backward_row(dx, dx_set, pw, pb, dout, x, xC, wt, H, W, lead, C, 3, row, c,
-                                    n);
-                else
-                    dw_backward_row(dx, dx_set, pw, pb, dout, x, xC, wt, H, W, lead, C, k, row, c,
-                                    n);
-            }
+        for (int64_t row = lo; row < hi; row++) {
+            int64_t first = grid_pixel(row / H, 0, 0, H, W, lead);
+            weight_grad_rows(pw, pb, dout + first * C, x + first * xC, xC, C, H, W, (int)(row % H),
+                             k);
+        }
     }
-    if (!dw && !db) return;
     for (int ch = 0; ch < DW_CHUNKS; ch++) {
         const float *pw = partial + ch * stride, *pb = pw + (size_t)kk * C;
         for (int c = 0; c < C; c++) {
