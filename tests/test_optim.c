@@ -26,22 +26,24 @@ static void one_param_store(param_store *ps, const char *name, int n) {
 TEST(adamw_matches_torch_formula) {
     param_store ps;
     params_init(&ps);
-    tensor *w = PARAM(&ps, "blocks.0.mlp.fc1.weight", 2, 2);
+    /* a weight over three lines of the flat block (each with its decay flag), then a bias */
+    enum { NW = 35, N = NW + 2 };
+    tensor *w = PARAM(&ps, "blocks.0.mlp.fc1.weight", 5, 7);
     tensor *b = PARAM(&ps, "blocks.0.mlp.fc1.bias", 2);
     params_finalize(&ps);
     adamw o;
     adamw_init(&o, &ps, 0.1, 0.9, 0.999, 1e-8);
-    double p[6] = {0.5, -0.25, 1.0, 2.0, 0.1, -0.1}, m[6] = {0}, v[6] = {0};
-    /* element i of the weight (i < 4), then of the bias */
-#define DATA(i) ((i) < 4 ? &w->data[i] : &b->data[(i) - 4])
-#define GRAD(i) ((i) < 4 ? &w->grad[i] : &b->grad[(i) - 4])
-    for (int i = 0; i < 6; i++) *DATA(i) = (float)p[i];
+    double p[N], m[N] = {0}, v[N] = {0};
+    /* element i of the weight (i < NW), then of the bias */
+#define DATA(i) ((i) < NW ? &w->data[i] : &b->data[(i) - NW])
+#define GRAD(i) ((i) < NW ? &w->grad[i] : &b->grad[(i) - NW])
+    for (int i = 0; i < N; i++) *DATA(i) = (float)(p[i] = 0.5 - 0.03 * i);
     for (int step = 1; step <= 3; step++) {
-        for (int i = 0; i < 6; i++) *GRAD(i) = (float)(0.1 * (i + 1) * (step % 2 ? 1 : -1));
+        for (int i = 0; i < N; i++) *GRAD(i) = (float)(0.01 * (i + 1) * (step % 2 ? 1 : -1));
         adamw_step(&o, &ps, 0.01);
         /* torch.optim.AdamW reference in double */
-        for (int i = 0; i < 6; i++) {
-            double g = *GRAD(i), wd = i < 4 ? 0.1 : 0.0; /* the bias is not decayed */
+        for (int i = 0; i < N; i++) {
+            double g = *GRAD(i), wd = i < NW ? 0.1 : 0.0; /* the bias is not decayed */
             p[i] *= 1 - 0.01 * wd;
             m[i] = 0.9 * m[i] + 0.1 * g;
             v[i] = 0.999 * v[i] + 0.001 * g * g;
@@ -49,17 +51,18 @@ TEST(adamw_matches_torch_formula) {
             p[i] -= 0.01 / bc1 * m[i] / (sqrt(v[i]) / sqrt(bc2) + 1e-8);
         }
     }
-    for (int i = 0; i < 6; i++) EXPECT(fabs(*DATA(i) - p[i]) < 1e-6, "param %d: %g vs %g", i, *DATA(i), p[i]);
+    for (int i = 0; i < N; i++)
+        EXPECT(fabs(*DATA(i) - p[i]) < 1e-6, "param %d: %g vs %g", i, *DATA(i), p[i]);
 #undef DATA
 #undef GRAD
     /* each parameter from a cache line, the floats between them zero and left so by the steps */
-    EXPECT(w->data == ps.data && b->data == ps.data + 16 && ps.span == 32 && ps.numel == 6,
+    EXPECT(w->data == ps.data && b->data == ps.data + 48 && ps.span == 64 && ps.numel == N,
            "layout: bias at %td, span %lld, numel %lld", b->data - ps.data, (long long)ps.span,
            (long long)ps.numel);
     bool on_lines = (uintptr_t)ps.data % 64 == 0 && (uintptr_t)ps.grad % 64 == 0;
     EXPECT(on_lines, "blocks at %p and %p", (void *)ps.data, (void *)ps.grad);
     for (int64_t i = 0; i < ps.span; i++)
-        if ((i >= 4 && i < 16) || i >= 18)
+        if ((i >= NW && i < 48) || i >= 50)
             EXPECT(ps.data[i] == 0 && o.m[i] == 0 && o.v[i] == 0, "float %lld between the parameters: %g",
                    (long long)i, ps.data[i]);
     adamw_free(&o);

@@ -47,11 +47,8 @@ tensor *params_add(param_store *ps, const char *name, int ndim, const int *shape
     return t;
 }
 
-#define LINE_BYTES 64
-#define LINE_FLOATS (LINE_BYTES / (int)sizeof(float))
-
 static int64_t on_line(int64_t floats) {
-    return (floats + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS;
+    return (floats + PARAM_LINE_FLOATS - 1) / PARAM_LINE_FLOATS * PARAM_LINE_FLOATS;
 }
 
 /* points every parameter into the blocks, in declaration order, each from a line */
@@ -68,9 +65,10 @@ static void rebase(param_store *ps) {
 /* `floats` zeros from the first cache line of a calloc'd block (*alloc): its pages stay untouched
  * until written, so the gradient block of a model that only infers costs no memory */
 static float *zeros_on_line(size_t floats, void **alloc) {
-    char *p = xcalloc(floats + LINE_FLOATS, sizeof(float));
+    const size_t line = PARAM_LINE_FLOATS * sizeof(float);
+    char *p = xcalloc(floats + PARAM_LINE_FLOATS, sizeof(float));
     *alloc = p;
-    return (float *)(p + (LINE_BYTES - (uintptr_t)p % LINE_BYTES) % LINE_BYTES);
+    return (float *)(p + (line - (uintptr_t)p % line) % line);
 }
 
 void params_finalize(param_store *ps) {

@@ -23,13 +23,16 @@ typedef struct param_init {
 } param_init;
 
 struct memory_ops;
+#define PARAM_LINE_FLOATS 16
+
 typedef struct param_store {
     tensor **params; /* in declaration (= state_dict) order */
     param_init *inits;
     int n, cap;
     int64_t numel;   /* the parameters' floats: the model's parameter count */
-    /* floats in each flat block: every parameter starts on a 64-byte line, zeros between (a weight
-     * gradient that straddled lines sent AMX's tile loads and stores across two lines a row) */
+    /* floats in each flat block: every parameter starts on a 64-byte line (PARAM_LINE_FLOATS
+     * floats), zeros between (a weight gradient that straddled lines sent AMX's tile loads and
+     * stores across two lines a row); a whole number of lines */
     int64_t span;
     float *data;     /* flat blocks, NULL until finalized */
     float *grad;

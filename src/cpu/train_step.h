@@ -3,10 +3,11 @@
 #pragma once
 #include <stdint.h>
 
-/* One torch.optim.AdamW step (decoupled weight decay, masked per element by decay[i] in {0, 1}) over
- * n parameters p with gradients g and moments m, v; `step` counts this one (bias correction) */
-void adamw_update(float *p, float *m, float *v, const float *g, const float *decay, int64_t n,
-                  double lr, double beta1, double beta2, double eps, double weight_decay,
+/* One torch.optim.AdamW step over n parameters p with gradients g and moments m, v: decoupled
+ * weight decay where decay[i / run] is 1 (a flag a run of `run` floats, the parameter store's
+ * lines), none where 0; `step` counts this one (bias correction) */
+void adamw_update(float *p, float *m, float *v, const float *g, const uint8_t *decay, int run,
+                  int64_t n, double lr, double beta1, double beta2, double eps, double weight_decay,
                   int64_t step);
 /* ema = decay * ema + (1 - decay) * p */
 void ema_update_flat(float *ema, const float *p, int64_t n, double decay);

@@ -11,28 +11,30 @@ extern "C" {
 #include "../cpu/train_step.h" /* SUM_SQUARES_CHUNKS */
 }
 
-static __global__ void adamw_kernel(float *p, float *m, float *v, const float *g, const float *dm,
-                                    int64_t n, float b1, float b2, float eps, float decay,
-                                    float step_size, float bc2_sqrt) {
+static __global__ void adamw_kernel(float *p, float *m, float *v, const float *g,
+                                    const uint8_t *dm, int run, int64_t n, float b1, float b2,
+                                    float eps, float decay, float step_size, float bc2_sqrt) {
     GRID_STRIDE_LOOP(i, n) {
-        p[i] *= 1.0f - decay * dm[i];
+        p[i] *= 1.0f - decay * (float)dm[i / run];
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
         p[i] -= step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
     }
 }
 
-extern "C" void cuda_adamw_update(float *p, float *m, float *v, const float *g, const float *decay,
-                                int64_t n, double lr, double beta1, double beta2, double eps,
-                                double weight_decay, int64_t step) {
+extern "C" void cuda_adamw_update(float *p, float *m, float *v, const float *g,
+                                  const uint8_t *decay, int run, int64_t n, double lr,
+                                  double beta1, double beta2, double eps, double weight_decay,
+                                  int64_t step) {
     CHECK(step >= 1, "cuda_adamw_update: step %lld, the first step is 1", (long long)step);
     if (n == 0) return;
     /* torch.optim.AdamW: p *= 1 - lr*wd; m, v updated; p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) +
      * eps) */
     const double bc1 = 1.0 - pow(beta1, (double)step), bc2 = 1.0 - pow(beta2, (double)step);
-    adamw_kernel<<<flat_blocks(n), FLAT_THREADS>>>(p, m, v, g, decay, n, (float)beta1, (float)beta2,
-                                                   (float)eps, (float)(lr * weight_decay),
-                                                   (float)(lr / bc1), (float)sqrt(bc2));
+    adamw_kernel<<<flat_blocks(n), FLAT_THREADS>>>(p, m, v, g, decay, run, n, (float)beta1,
+                                                   (float)beta2, (float)eps,
+                                                   (float)(lr * weight_decay), (float)(lr / bc1),
+                                                   (float)sqrt(bc2));
     CUDA_LAUNCHED();
 }
 

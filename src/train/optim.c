@@ -25,18 +25,20 @@ void adamw_init(adamw *o, const param_store *ps, double weight_decay, double bet
                 double eps) {
     memset(o, 0, sizeof(*o));
     const memory_ops *mem = o->mem = ps->mem; /* beside the parameters */
-    size_t bytes = sizeof(float) * (size_t)ps->span;
+    size_t bytes = sizeof(float) * (size_t)ps->span, lines = (size_t)ps->span / PARAM_LINE_FLOATS;
+    CHECK(ps->span % PARAM_LINE_FLOATS == 0, "adamw: %lld parameter floats are not whole lines",
+          (long long)ps->span);
     o->numel = ps->span;
-    o->m = mem->alloc(bytes), o->v = mem->alloc(bytes), o->decay = mem->alloc(bytes);
+    o->m = mem->alloc(bytes), o->v = mem->alloc(bytes), o->decay = mem->alloc(lines);
     mem->zero(o->m, bytes), mem->zero(o->v, bytes);
-    float *decay = xcalloc(1, bytes); /* 0 between the parameters */
+    uint8_t *decay = xcalloc(1, lines); /* 0 between the parameters */
     for (int i = 0; i < ps->n; i++) {
         const tensor *p = ps->params[i];
-        float d = param_decays(p) ? 1.0f : 0.0f;
-        int64_t off = p->data - ps->data;
-        for (int64_t j = 0; j < p->numel; j++) decay[off + j] = d;
+        int64_t first = (p->data - ps->data) / PARAM_LINE_FLOATS;
+        for (int64_t l = 0; l * PARAM_LINE_FLOATS < p->numel; l++)
+            decay[first + l] = param_decays(p);
     }
-    mem->from_host(o->decay, decay, bytes);
+    mem->from_host(o->decay, decay, lines);
     free(decay);
     o->weight_decay = weight_decay;
     o->beta1 = beta1;
@@ -51,8 +53,8 @@ void adamw_free(adamw *o) {
 
 void adamw_step(adamw *o, param_store *ps, double lr) {
     o->step++;
-    kernels->adamw_update(ps->data, o->m, o->v, ps->grad, o->decay, o->numel, lr, o->beta1, o->beta2, o->eps,
-                          o->weight_decay, o->step);
+    kernels->adamw_update(ps->data, o->m, o->v, ps->grad, o->decay, PARAM_LINE_FLOATS, o->numel, lr,
+                          o->beta1, o->beta2, o->eps, o->weight_decay, o->step);
 }
 
 double clip_grad_norm(param_store *ps, double max_norm) {

@@ -10,7 +10,9 @@
 
 typedef struct adamw {
     float *m, *v;        /* first and second moments, flat like ps->data */
-    float *decay;        /* per element: 1 where weight decay applies, else 0 */
+    /* a flag a line of PARAM_LINE_FLOATS floats (every parameter starts on one): 1 where weight
+     * decay applies, else 0 */
+    uint8_t *decay;
     double beta1, beta2, eps, weight_decay;
     int64_t step;        /* optimizer steps taken (bias correction) */
     int64_t numel;

@@ -11,6 +11,7 @@
 
 #include "core/arena.h"
 #include "core/check.h"
+#include "core/memory.h"
 #include "core/params.h"
 #include "core/rng.h"
 #include "core/tape.h"
@@ -296,7 +297,10 @@ TEST(cuda_kernel_adamw) {
     adamw o;
     adamw_init(&o, &ps, 0.05, 0.9, 0.999, 1e-8);
     float *p_ = dev_from(ps.data, n), *g_ = cuda_alloc_floats(n), *m_ = cuda_alloc_floats(n),
-          *v_ = cuda_alloc_floats(n), *decay_ = dev_from(o.decay, n);
+          *v_ = cuda_alloc_floats(n);
+    size_t lines = n / PARAM_LINE_FLOATS;
+    uint8_t *decay_ = cuda_memory.alloc(lines);
+    cuda_memory.from_host(decay_, o.decay, lines);
     cuda_zero_floats(m_, n);
     cuda_zero_floats(v_, n);
     for (int s = 0; s < 3; s++) {
@@ -304,14 +308,15 @@ TEST(cuda_kernel_adamw) {
         cuda_to_device(g_, ps.grad, n);
         double lr = 1e-3 * (s + 1);
         adamw_step(&o, &ps, lr);
-        cuda_adamw_update(p_, m_, v_, g_, decay_, (int64_t)n, lr, o.beta1, o.beta2, o.eps,
-                        o.weight_decay, o.step);
+        cuda_adamw_update(p_, m_, v_, g_, decay_, PARAM_LINE_FLOATS, (int64_t)n, lr, o.beta1,
+                          o.beta2, o.eps, o.weight_decay, o.step);
     }
     compare("p", p_, ps.data, n);
     compare("m", m_, o.m, n);
     compare("v", v_, o.v, n);
-    float *dbufs[] = {p_, g_, m_, v_, decay_};
+    float *dbufs[] = {p_, g_, m_, v_};
     for (size_t i = 0; i < sizeof(dbufs) / sizeof(dbufs[0]); i++) cuda_free(dbufs[i]);
+    cuda_memory.free(decay_);
     adamw_free(&o);
     params_free(&ps);
 }
