@@ -222,11 +222,12 @@ static inline __attribute__((always_inline)) vec16 conv_taps(vec16 acc, const ve
     for (int ky = 0; ky < k; ky++) {
         int iy = y + ky - r;
         if (iy < 0 || iy >= H) continue;
-        const float *row = in + ((int64_t)iy * W + xx - r) * ld;
 #pragma GCC unroll 7
-        for (int kx = 0; kx < k; kx++)
-            if (inside || (xx + kx - r >= 0 && xx + kx - r < W))
-                acc += wk[ky * k + kx] * load_lanes(row + (int64_t)kx * ld, n);
+        for (int kx = 0; kx < k; kx++) {
+            int ix = xx + kx - r;
+            if (inside || (ix >= 0 && ix < W))
+                acc += wk[ky * k + kx] * load_lanes(in + ((int64_t)iy * W + ix) * ld, n);
+        }
     }
     return acc;
 }
@@ -316,11 +317,12 @@ static inline __attribute__((always_inline)) void tap_sums(vec16 *sums, vec16 g,
     for (int ky = 0; ky < k; ky++) {
         int iy = y + ky - r;
         if (iy < 0 || iy >= H) continue;
-        const float *row = x + ((int64_t)iy * W + xx - r) * ld;
 #pragma GCC unroll 7
-        for (int kx = 0; kx < k; kx++)
-            if (inside || (xx + kx - r >= 0 && xx + kx - r < W))
-                sums[ky * k + kx] += g * load_lanes(row + (int64_t)kx * ld, n);
+        for (int kx = 0; kx < k; kx++) {
+            int ix = xx + kx - r;
+            if (inside || (ix >= 0 && ix < W))
+                sums[ky * k + kx] += g * load_lanes(x + ((int64_t)iy * W + ix) * ld, n);
+        }
     }
 }
 
