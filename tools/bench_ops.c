@@ -2,7 +2,8 @@
  * cblas_sgemm of the same size, measured in the same run (ratios, not wall times, are what count);
  * then the attention op alone at Swin's first-stage windows, DeiT's tokens and Agent-DeiT's two
  * attentions (49 agents over the tokens, the tokens over the agents), in fp32 and in bf16
- * where the CPU has it (its milliseconds, to compare builds in turn: docs/performance.md). */
+ * where the CPU has it, and the depthwise conv at the models' maps (their milliseconds, to compare
+ * builds in turn: docs/performance.md). */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -114,6 +115,35 @@ static void bench_attention(const char *shape, int seqs, int n, int m, int heads
            2.5 * flop / b * 1e-9);
 }
 
+/* the depthwise conv (op_dwconv2d_add, as Agent attention and LePE add it onto the attention's
+ * output) on 16 maps of h x h x C, kernel k: its forward and backward from the tape's profile;
+ * medians */
+static void bench_dwconv(int h, int C, int k) {
+    rng r;
+    rng_seed(&r, 12, RNG_TEST);
+    double t_fwd[REPS], t_bwd[REPS];
+    for (int rep = -1; rep < REPS; rep++) {
+        tensor *x = TENSOR(16, h, h, C), *base = TENSOR(16, h, h, C), *w = TENSOR(C, 1, k, k);
+        tensor *b = TENSOR(C);
+        tensor *all[4] = {x, base, w, b};
+        for (int i = 0; i < 4; i++) {
+            fill(all[i]->data, all[i]->numel, &r);
+            all[i]->requires_grad = true;
+        }
+        tape_profile_start();
+        tensor *y = op_dwconv2d_add(x, w, b, base);
+        fill(tensor_grad(y), y->numel, &r);
+        tape_run_backward();
+        tape_profile_stop();
+        const tape_op_time *t = &tape_profile()[OP_DWCONV2D];
+        if (rep >= 0) t_fwd[rep] = t->forward_s, t_bwd[rep] = t->backward_s;
+        tape_reset();
+        arena_reset(&vitc_arena);
+    }
+    printf("dwconv 16 x %3d x %3d x %3d, k %d   fwd %7.2f ms   bwd %7.2f ms\n", h, h, C, k,
+           1e3 * median(t_fwd), 1e3 * median(t_bwd));
+}
+
 int main(void) {
     printf("threads %d, OpenBLAS %s\n", vitc_threads(), openblas_get_config());
     bench_linear(6304, 192, 576);
@@ -130,6 +160,9 @@ int main(void) {
         bench_attention("agent_deit_t agents (16x3, 49x197, 64)", 16, 49, 197, 3, 64);
         bench_attention("agent_deit_t queries (16x3, 197x49, 64)", 16, 197, 49, 3, 64);
     }
+    const int dw_shapes[][3] = {{56, 32, 3}, {28, 64, 3}, {56, 96, 3}, {56, 96, 5}, {28, 192, 3},
+                                {14, 384, 3}};
+    for (int i = 0; i < 6; i++) bench_dwconv(dw_shapes[i][0], dw_shapes[i][1], dw_shapes[i][2]);
     arena_free(&vitc_arena);
     return 0;
 }

@@ -212,11 +212,13 @@ static inline void store_lanes(float *p, vec16 v, int n) {
  * that the taps' loops unroll. A pixel whose columns are inside for every tap skips their checks. */
 #define CONV_ROWS_MAX_C 64
 
-/* acc + the sum over the taps of wk(t) in(y + ky - r, xx + kx - r) */
-static inline __attribute__((always_inline)) vec16 conv_taps(vec16 acc, const vec16 *wk,
-                                                             const float *in, int ld, int H, int W,
-                                                             int y, int xx, int k, int n,
-                                                             bool inside) {
+/* The taps of pixel (y, xx) inside the grid, in's pixels of stride ld: without sums, returns acc +
+ * the sum over them of wk(t) in(y + ky - r, xx + kx - r) (the conv); with sums, adds g times the
+ * same pixels into sums(t) (the weights' gradient) and returns acc. */
+static inline __attribute__((always_inline)) vec16 taps(vec16 acc, const vec16 *wk, vec16 *sums,
+                                                        vec16 g, const float *in, int ld, int H,
+                                                        int W, int y, int xx, int k, int n,
+                                                        bool inside) {
     int r = k / 2;
 #pragma GCC unroll 7
     for (int ky = 0; ky < k; ky++) {
@@ -225,8 +227,12 @@ static inline __attribute__((always_inline)) vec16 conv_taps(vec16 acc, const ve
 #pragma GCC unroll 7
         for (int kx = 0; kx < k; kx++) {
             int ix = xx + kx - r;
-            if (inside || (ix >= 0 && ix < W))
-                acc += wk[ky * k + kx] * load_lanes(in + ((int64_t)iy * W + ix) * ld, n);
+            if (!inside && (ix < 0 || ix >= W)) continue;
+            vec16 v = load_lanes(in + ((int64_t)iy * W + ix) * ld, n);
+            if (sums)
+                sums[ky * k + kx] += g * v;
+            else
+                acc += wk[ky * k + kx] * v;
         }
     }
     return acc;
@@ -244,9 +250,9 @@ conv_row(float *out, const float *base, int ldo, const float *in, int ldi, const
         int64_t p = (int64_t)y * W + xx;
         vec16 acc = base ? b0 + load_lanes(base + p * ldo, n) : b0;
         if (xx >= r && xx < W - r)
-            acc = conv_taps(acc, wk, in, ldi, H, W, y, xx, k, n, true);
+            acc = taps(acc, wk, NULL, (vec16){0}, in, ldi, H, W, y, xx, k, n, true);
         else
-            acc = conv_taps(acc, wk, in, ldi, H, W, y, xx, k, n, false);
+            acc = taps(acc, wk, NULL, (vec16){0}, in, ldi, H, W, y, xx, k, n, false);
         store_lanes(out + p * ldo, acc, n);
     }
 }
@@ -308,24 +314,6 @@ void dwconv2d_forward(float *out, const float *x, int xC, const float *w, const 
     conv(out, base, C, x, xC, wt, b ? wt + k * k * C : NULL, B, H, W, lead, C, k);
 }
 
-/* sums(t) += g x(y + ky - r, xx + kx - r) over the taps t */
-static inline __attribute__((always_inline)) void tap_sums(vec16 *sums, vec16 g, const float *x,
-                                                           int ld, int H, int W, int y, int xx,
-                                                           int k, int n, bool inside) {
-    int r = k / 2;
-#pragma GCC unroll 7
-    for (int ky = 0; ky < k; ky++) {
-        int iy = y + ky - r;
-        if (iy < 0 || iy >= H) continue;
-#pragma GCC unroll 7
-        for (int kx = 0; kx < k; kx++) {
-            int ix = xx + kx - r;
-            if (inside || (ix >= 0 && ix < W))
-                sums[ky * k + kx] += g * load_lanes(x + ((int64_t)iy * W + ix) * ld, n);
-        }
-    }
-}
-
 /* One row of the weights' gradient for channels [c, c + n): dw(t) += dout(p) x(p + t) into pw (k*k
  * rows of C) and db += dout(p) into pb, the k*k sums in registers across the row (a pass that held
  * the kernel's vectors too, for x's gradient, ran out of registers at 5 x 5), as the row kernels
@@ -342,9 +330,9 @@ weight_grad_row(float *pw, float *pb, const float *g_map, const float *x_map, in
         vec16 g = load_lanes(g_map + ((int64_t)y * W + xx) * C, n);
         bias_sum += g;
         if (xx >= r && xx < W - r)
-            tap_sums(sums, g, x_map, xC, H, W, y, xx, k, n, true);
+            taps((vec16){0}, NULL, sums, g, x_map, xC, H, W, y, xx, k, n, true);
         else
-            tap_sums(sums, g, x_map, xC, H, W, y, xx, k, n, false);
+            taps((vec16){0}, NULL, sums, g, x_map, xC, H, W, y, xx, k, n, false);
     }
     store_lanes(pb + c, bias_sum, n);
 #pragma GCC unroll 49
