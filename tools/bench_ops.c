@@ -160,8 +160,8 @@ int main(void) {
         bench_attention("agent_deit_t agents (16x3, 49x197, 64)", 16, 49, 197, 3, 64);
         bench_attention("agent_deit_t queries (16x3, 197x49, 64)", 16, 197, 49, 3, 64);
     }
-    const int dw_shapes[][3] = {{56, 32, 3}, {28, 64, 3}, {56, 96, 3}, {56, 96, 5}, {28, 192, 3},
-                                {14, 384, 3}};
+    const int dw_shapes[][3] = {{56, 32, 3}, {28, 64, 3},  {56, 96, 3},
+                                {56, 96, 5}, {28, 192, 3}, {14, 384, 3}};
     for (int i = 0; i < 6; i++) bench_dwconv(dw_shapes[i][0], dw_shapes[i][1], dw_shapes[i][2]);
     arena_free(&vitc_arena);
     return 0;
