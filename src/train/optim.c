@@ -35,8 +35,8 @@ void adamw_init(adamw *o, const param_store *ps, double weight_decay, double bet
     for (int i = 0; i < ps->n; i++) {
         const tensor *p = ps->params[i];
         int64_t first = (p->data - ps->data) / PARAM_LINE_FLOATS;
-        for (int64_t l = 0; l * PARAM_LINE_FLOATS < p->numel; l++)
-            decay[first + l] = param_decays(p);
+        uint8_t d = param_decays(p);
+        for (int64_t l = 0; l * PARAM_LINE_FLOATS < p->numel; l++) decay[first + l] = d;
     }
     mem->from_host(o->decay, decay, lines);
     free(decay);
