@@ -214,6 +214,10 @@ TEST(bf16_ops_follow_fp32_and_finite_differences) {
                              (tensor *[]){q2, k2, v2}, 2e-2, false), "softmax linear attention");
     tensor *img = LEAF(&r, 1, 2, 8, 8, 3), *cw = LEAF(&r, 0.3f, 6, 3, 3, 3), *cb = LEAF(&r, 1, 6);
     EXPECT(bf16_follows_fp32("conv2d", conv_fn, NULL, 3, (tensor *[]){img, cw, cb}, 1e-2, true), "conv2d");
+    /* 16 channels: the columns rounded as they are cut (conv2d_forward), and every product in bf16 */
+    tensor *map = LEAF(&r, 1, 2, 7, 7, 16), *mw = LEAF(&r, 0.2f, 8, 16, 3, 3), *mb = LEAF(&r, 1, 8);
+    EXPECT(bf16_follows_fp32("conv2d, 16 channels", conv_fn, NULL, 3, (tensor *[]){map, mw, mb}, 1e-2, true),
+           "conv2d of 16 channels");
     tensor *h = LEAF(&r, 1, 2, 9, 24), *lw = LEAF(&r, 0.2f, 24), *lb = LEAF(&r, 0.2f, 24);
     tensor *w1 = LEAF(&r, 0.3f, 40, 24), *b1 = LEAF(&r, 0.3f, 40), *w2 = LEAF(&r, 0.3f, 24, 40);
     for (int i = 0; i < 24; i++) lw->data[i] += 1;

@@ -1,9 +1,10 @@
 /* Micro-benchmark: GFLOP/s of the linear op (forward, backward, both) at ViT shapes next to a bare
  * cblas_sgemm of the same size, measured in the same run (ratios, not wall times, are what count);
  * then the attention op alone at Swin's first-stage windows, DeiT's tokens and Agent-DeiT's two
- * attentions (49 agents over the tokens, the tokens over the agents), in fp32 and in bf16
- * where the CPU has it, and the depthwise conv at the models' maps (their milliseconds, to compare
- * builds in turn: docs/performance.md). */
+ * attentions (49 agents over the tokens, the tokens over the agents) and the dense conv at CSwin's
+ * merges and PVT's patch embeddings, in fp32 and in bf16 where the CPU has it; the depthwise conv
+ * (fp32 in either) at the models' maps. Milliseconds are there to compare builds in turn
+ * (docs/performance.md). */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -79,69 +80,110 @@ static void bench_linear(int M, int K, int N) {
     free(A), free(B), free(C);
 }
 
-/* softmax attention over `seqs` sequences of n queries and m keys, heads of d channels: q, k and v
- * from op_linear_chunks products as in the models (under bf16 their gradients are then bf16, as
- * there), the attention op's own forward and backward from the tape's profile; medians */
-static void bench_attention(const char *shape, int seqs, int n, int m, int heads, int d) {
+/* an op's forward and backward from the tape's profile, medians of REPS runs after a warm-up;
+ * `record` draws the inputs from r, starts the profile (an op's forward counts from the record
+ * before it) and records the op, whose output's gradient is then drawn */
+typedef tensor *(*record_fn)(rng *r, const void *shape);
+
+static void time_op(int op, record_fn record, const void *shape, double *fwd, double *bwd) {
     rng r;
     rng_seed(&r, 11, RNG_TEST);
-    int C = heads * d;
-    double t_fwd[REPS], t_bwd[REPS], flop = 4.0 * seqs * heads * (double)n * m * d;
-    for (int rep = -1; rep < REPS; rep++) { /* rep -1 warms up */
-        tensor *xq = TENSOR(seqs, n, C), *xk = TENSOR(seqs, m, C), *w = TENSOR(3 * C, C);
-        tensor *qkv[3], *other[3], **kv = qkv; /* keys and values from xk when m != n */
-        fill(xq->data, xq->numel, &r);
-        fill(xk->data, xk->numel, &r);
-        fill(w->data, w->numel, &r);
-        w->requires_grad = true;
-        tensor_grad(w);
-        tape_profile_start();
-        op_linear_chunks(xq, w, NULL, 3, qkv);
-        if (m != n) op_linear_chunks(xk, w, NULL, 3, other), kv = other;
-        tensor *y = op_attention(qkv[0], kv[1], kv[2], heads, 1.0f / sqrtf((float)d), NULL, NULL,
-                                 1);
+    double t_fwd[REPS], t_bwd[REPS];
+    for (int rep = -1; rep < REPS; rep++) {
+        tensor *y = record(&r, shape);
         fill(tensor_grad(y), y->numel, &r);
         tape_run_backward();
         tape_profile_stop();
-        const tape_op_time *t = &tape_profile()[OP_ATTENTION];
+        const tape_op_time *t = &tape_profile()[op];
         if (rep >= 0) t_fwd[rep] = t->forward_s, t_bwd[rep] = t->backward_s;
         tape_reset();
         arena_reset(&vitc_arena);
     }
-    double f = median(t_fwd), b = median(t_bwd);
+    *fwd = median(t_fwd), *bwd = median(t_bwd);
+}
+
+static tensor *input(rng *r, int ndim, const int *shape) {
+    tensor *t = tensor_new(ndim, shape);
+    fill(t->data, t->numel, r);
+    t->requires_grad = true;
+    return t;
+}
+
+/* softmax attention over `seqs` sequences of n queries and m keys, heads of d channels: q, k and v
+ * from op_linear_chunks products as in the models (under bf16 their gradients are then bf16, as
+ * there) */
+typedef struct {
+    int seqs, n, m, heads, d;
+} attention_shape;
+
+static tensor *record_attention(rng *r, const void *shape) {
+    const attention_shape *a = shape;
+    int C = a->heads * a->d;
+    tensor *xq = input(r, 3, (int[]){a->seqs, a->n, C}), *xk = input(r, 3, (int[]){a->seqs, a->m, C});
+    tensor *w = input(r, 2, (int[]){3 * C, C});
+    xq->requires_grad = xk->requires_grad = false;
+    tensor_grad(w);
+    tape_profile_start();
+    tensor *qkv[3], *other[3], **kv = qkv; /* keys and values from xk when m != n */
+    op_linear_chunks(xq, w, NULL, 3, qkv);
+    if (a->m != a->n) op_linear_chunks(xk, w, NULL, 3, other), kv = other;
+    return op_attention(qkv[0], kv[1], kv[2], a->heads, 1.0f / sqrtf((float)a->d), NULL, NULL, 1);
+}
+
+static void bench_attention(const char *name, attention_shape a) {
+    double f, b, flop = 4.0 * a.seqs * a.heads * (double)a.n * a.m * a.d;
+    time_op(OP_ATTENTION, record_attention, &a, &f, &b);
     printf("attention %-34s %s   fwd %7.2f ms (%5.1f GFLOP/s)   bwd %7.2f ms (%5.1f GFLOP/s, "
            "5 products)\n",
-           shape, precision_name(vitc_precision()), 1e3 * f, flop / f * 1e-9, 1e3 * b,
+           name, precision_name(vitc_precision()), 1e3 * f, flop / f * 1e-9, 1e3 * b,
            2.5 * flop / b * 1e-9);
 }
 
 /* the depthwise conv (op_dwconv2d_add, as Agent attention and LePE add it onto the attention's
- * output) on 16 maps of h x h x C, kernel k: its forward and backward from the tape's profile;
- * medians */
-static void bench_dwconv(int h, int C, int k) {
-    rng r;
-    rng_seed(&r, 12, RNG_TEST);
-    double t_fwd[REPS], t_bwd[REPS];
-    for (int rep = -1; rep < REPS; rep++) {
-        tensor *x = TENSOR(16, h, h, C), *base = TENSOR(16, h, h, C), *w = TENSOR(C, 1, k, k);
-        tensor *b = TENSOR(C);
-        tensor *all[4] = {x, base, w, b};
-        for (int i = 0; i < 4; i++) {
-            fill(all[i]->data, all[i]->numel, &r);
-            all[i]->requires_grad = true;
-        }
-        tape_profile_start();
-        tensor *y = op_dwconv2d_add(x, w, b, base);
-        fill(tensor_grad(y), y->numel, &r);
-        tape_run_backward();
-        tape_profile_stop();
-        const tape_op_time *t = &tape_profile()[OP_DWCONV2D];
-        if (rep >= 0) t_fwd[rep] = t->forward_s, t_bwd[rep] = t->backward_s;
-        tape_reset();
-        arena_reset(&vitc_arena);
-    }
-    printf("dwconv 16 x %3d x %3d x %3d, k %d   fwd %7.2f ms   bwd %7.2f ms\n", h, h, C, k,
-           1e3 * median(t_fwd), 1e3 * median(t_bwd));
+ * output) on 16 maps of h x h x C, kernel k */
+typedef struct {
+    int h, C, k;
+} dwconv_shape;
+
+static tensor *record_dwconv(rng *r, const void *shape) {
+    const dwconv_shape *s = shape;
+    tensor *x = input(r, 4, (int[]){16, s->h, s->h, s->C}), *base = input(r, 4, (int[]){16, s->h, s->h, s->C});
+    tensor *w = input(r, 4, (int[]){s->C, 1, s->k, s->k}), *b = input(r, 1, (int[]){s->C});
+    tape_profile_start();
+    return op_dwconv2d_add(x, w, b, base);
+}
+
+static void bench_dwconv(dwconv_shape s) {
+    double f, b;
+    time_op(OP_DWCONV2D, record_dwconv, &s, &f, &b);
+    printf("dwconv 16 x %3d x %3d x %3d, k %d   fwd %7.2f ms   bwd %7.2f ms\n", s.h, s.h, s.C, s.k,
+           1e3 * f, 1e3 * b);
+}
+
+/* a dense conv on 16 maps of h x h x C to O channels, kernel k, stride s, padding (k - 1) / 2 when
+ * k > s (CSwin's merges) else 0 (PVT's patch embeddings); the input's gradient taken, as between
+ * stages */
+typedef struct {
+    int h, C, O, k, stride;
+} conv_shape;
+
+static tensor *record_conv(rng *r, const void *shape) {
+    const conv_shape *s = shape;
+    tensor *x = input(r, 4, (int[]){16, s->h, s->h, s->C}), *w = input(r, 4, (int[]){s->O, s->C, s->k, s->k});
+    tensor *b = input(r, 1, (int[]){s->O});
+    tape_profile_start();
+    return op_conv2d(x, w, b, s->stride, s->k > s->stride ? (s->k - 1) / 2 : 0, 1);
+}
+
+static void bench_conv(conv_shape s) {
+    double f, b;
+    time_op(OP_CONV2D, record_conv, &s, &f, &b);
+    int ho = s.k > s.stride ? (s.h - 1) / s.stride + 1 : s.h / s.stride;
+    double flop = 2.0 * 16 * ho * ho * s.O * s.C * s.k * s.k;
+    printf("conv 16 x %3d x %3d x %3d -> %3d, k %d stride %d   %s   fwd %6.2f ms (%5.1f GFLOP/s)   "
+           "bwd %6.2f ms (%5.1f GFLOP/s)\n",
+           s.h, s.h, s.C, s.O, s.k, s.stride, precision_name(vitc_precision()), 1e3 * f,
+           flop / f * 1e-9, 1e3 * b, 2 * flop / b * 1e-9);
 }
 
 int main(void) {
@@ -152,17 +194,21 @@ int main(void) {
     for (int p = 0; p < 2; p++) {
         const char *why = NULL;
         if (!vitc_set_precision(p ? PRECISION_BF16 : PRECISION_FP32, &why)) {
-            printf("attention in bf16 skipped: %s\n", why);
+            printf("bf16 skipped: %s\n", why);
             break;
         }
-        bench_attention("swin_t s1 windows (1024x3, 49, 32)", 1024, 49, 49, 3, 32);
-        bench_attention("deit_t (16x3, 197, 64)", 16, 197, 197, 3, 64);
-        bench_attention("agent_deit_t agents (16x3, 49x197, 64)", 16, 49, 197, 3, 64);
-        bench_attention("agent_deit_t queries (16x3, 197x49, 64)", 16, 197, 49, 3, 64);
+        bench_attention("swin_t s1 windows (1024x3, 49, 32)", (attention_shape){1024, 49, 49, 3, 32});
+        bench_attention("deit_t (16x3, 197, 64)", (attention_shape){16, 197, 197, 3, 64});
+        bench_attention("agent_deit_t agents (16x3, 49x197, 64)", (attention_shape){16, 49, 197, 3, 64});
+        bench_attention("agent_deit_t queries (16x3, 197x49, 64)", (attention_shape){16, 197, 49, 3, 64});
+        const conv_shape convs[] = {{56, 64, 128, 3, 2}, {28, 128, 256, 3, 2}, {56, 64, 128, 2, 2},
+                                    {28, 128, 320, 2, 2}};
+        for (int i = 0; i < 4; i++) bench_conv(convs[i]);
     }
-    const int dw_shapes[][3] = {{56, 32, 3}, {28, 64, 3},  {56, 96, 3},
-                                {56, 96, 5}, {28, 192, 3}, {14, 384, 3}};
-    for (int i = 0; i < 6; i++) bench_dwconv(dw_shapes[i][0], dw_shapes[i][1], dw_shapes[i][2]);
+    vitc_set_precision(PRECISION_FP32, NULL);
+    const dwconv_shape dw[] = {{56, 32, 3}, {28, 64, 3},  {56, 96, 3},
+                               {56, 96, 5}, {28, 192, 3}, {14, 384, 3}};
+    for (int i = 0; i < 6; i++) bench_dwconv(dw[i]);
     arena_free(&vitc_arena);
     return 0;
 }
