@@ -108,7 +108,8 @@ static void *cswin_build(model *m) {
 }
 
 /* branch br: norm1(x) cut into its h x w stripes, the branch's channels of q, k and v projected
- * from them, each by its own GEMM (projections are per token, so they commute with the cut),
+ * from them, each by its own GEMM, one tape node (projections are per token, so they commute with
+ * the cut),
  * attention, stripes put back; the output's channel parts go to parts, their count is returned */
 static int branch_forward(const cswin_block *b, int br, tensor *x, int R, const drop_path *d,
                           tensor **parts) {
@@ -117,7 +118,7 @@ static int branch_forward(const cswin_block *b, int br, tensor *x, int R, const 
     tensor *stripes = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b,
                                            b->norm1.eps, h, w, 0, d);
     tensor *qkv[3];
-    for (int i = 0; i < 3; i++) qkv[i] = op_linear_rows(stripes, b->qkv.w, b->qkv.b, i * C + br * Cb, Cb);
+    op_linear_strided_chunks(stripes, b->qkv.w, b->qkv.b, 3, Cb, br * Cb, C, qkv);
     int n = attn_forward_parts(a, qkv[0], qkv[1], qkv[2], parts);
     for (int i = 0; i < n; i++) {
         int Cp = parts[i]->shape[2];

@@ -127,6 +127,15 @@ static tensor *linear_fn(tensor **in, const void *ctx) {
     return op_linear(in[0], in[1], in[2]);
 }
 
+/* q's, k's and v's rows 16..31 of each block of 32, with fp32 gradients (the concatenation's):
+ * rounded, then one product over copies of the rows side by side (op_linear_chunks_backward) */
+static tensor *strided_chunks_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    tensor *chunks[3];
+    op_linear_strided_chunks(in[0], in[1], in[2], 3, 16, 16, 32, chunks);
+    return op_concat(3, chunks, 2);
+}
+
 typedef struct {
     bool ta, tb;
 } matmul_ctx;
@@ -188,6 +197,9 @@ TEST(bf16_ops_follow_fp32_and_finite_differences) {
     rng_seed(&r, 17, RNG_TEST);
     tensor *x = LEAF(&r, 1, 2, 9, 37), *w = LEAF(&r, 0.3f, 11, 37), *b = LEAF(&r, 1, 11);
     EXPECT(bf16_follows_fp32("linear (odd K)", linear_fn, NULL, 3, (tensor *[]){x, w, b}, 1e-2, true), "linear");
+    tensor *w3 = LEAF(&r, 0.3f, 96, 37), *b3 = LEAF(&r, 1, 96);
+    EXPECT(bf16_follows_fp32("linear, strided chunks", strided_chunks_fn, NULL, 3, (tensor *[]){x, w3, b3}, 1e-2, false),
+           "strided chunks");
     for (int t = 0; t < 4; t++) {
         matmul_ctx c = {t & 1, t >> 1};
         tensor *a = c.ta ? LEAF(&r, 1, 3, 12, 10) : LEAF(&r, 1, 3, 10, 12);

@@ -211,6 +211,35 @@ TEST(linear_chunks_are_slices_of_linear_and_grad) {
     EXPECT_ERROR(op_linear_chunks(x, w, b, 12, many), "linear: 12 outputs do not split into 12 chunks (1 to 6)");
 }
 
+/* CSwin's second branch: q's, k's and v's rows 2..4 of each block of 6 (rows 2-3, 8-9, 14-15 of
+ * 18), side by side */
+static tensor *strided_chunks_fn(tensor **in, const void *ctx) {
+    (void)ctx;
+    tensor *chunks[3];
+    op_linear_strided_chunks(in[0], in[1], in[2], 3, 2, 2, 6, chunks);
+    return op_concat(3, chunks, 2);
+}
+
+TEST(linear_strided_chunks_are_rows_of_linear_and_grad) {
+    rng r;
+    rng_seed(&r, 8, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 3, 5, 7), *w = LEAF(&r, 0.5f, 18, 7), *b = LEAF(&r, 1, 18);
+    tensor *side = strided_chunks_fn((tensor *[]){x, w, b}, NULL), *full = op_linear(x, w, b);
+    double worst = 0;
+    for (int i = 0; i < 15; i++)
+        for (int c = 0; c < 3; c++)
+            for (int j = 0; j < 2; j++)
+                worst = max_error(worst, fabs(side->data[i * 6 + 2 * c + j] -
+                                              full->data[i * 18 + 6 * c + 2 + j]));
+    EXPECT(worst < 1e-6, "the chunks differ from the full output's rows by %g", worst);
+    EXPECT(GRADCHECK(strided_chunks_fn, NULL, x, w, b), "three chunks 6 rows apart (the rows between get no gradient)");
+    tensor *chunks[3];
+    EXPECT_ERROR(op_linear_strided_chunks(x, w, b, 3, 2, 5, 6, chunks),
+                 "linear: 3 chunks of 2 rows from row 5, 6 apart, do not fit weight (18, 7)");
+    EXPECT_ERROR(op_linear_strided_chunks(x, w, b, 3, 4, 0, 3, chunks),
+                 "linear: 3 chunks of 4 rows from row 0, 3 apart, do not fit weight (18, 7)");
+}
+
 static tensor *linear_rows_fn(tensor **in, const void *ctx) {
     const int *range = ctx;
     return op_linear_rows(in[0], in[1], in[2], range[0], range[1]);

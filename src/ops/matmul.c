@@ -69,23 +69,47 @@ void op_linear_backward(tape_node *n) {
                          n->out->shape[n->out->ndim - 1]);
 }
 
+void op_linear_strided_chunks(tensor *x, tensor *w, tensor *b, int n, int rows, int row0,
+                              int stride, tensor **out) {
+    check_linear(x, w, b);
+    CHECK(n >= 1 && n <= TAPE_MAX_OUTPUTS && rows >= 1 && row0 >= 0 && (n == 1 || stride >= rows) &&
+              row0 + (int64_t)(n - 1) * stride + rows <= w->shape[0],
+          "linear: %d chunks of %d rows from row %d, %d apart, do not fit weight %s (1 to %d chunks)",
+          n, rows, row0, stride, SHAPE_STR(w), TAPE_MAX_OUTPUTS);
+    for (int i = 0; i < n; i++) out[i] = linear_rows_forward(x, w, b, row0 + i * stride, rows);
+    tape_node *node = tape_record_outputs(OP_LINEAR_CHUNKS, n, out, 3, (tensor *[]){x, w, b});
+    if (node) node->iarg[0] = row0, node->iarg[1] = stride;
+}
+
 void op_linear_chunks(tensor *x, tensor *w, tensor *b, int n, tensor **out) {
     check_linear(x, w, b);
-    int rows = w->shape[0] / n;
+    int rows = n >= 1 ? w->shape[0] / n : 0;
     CHECK(n >= 1 && n <= TAPE_MAX_OUTPUTS && rows * n == w->shape[0],
           "linear: %d outputs do not split into %d chunks (1 to %d)", w->shape[0], n,
           TAPE_MAX_OUTPUTS);
-    for (int i = 0; i < n; i++) out[i] = linear_rows_forward(x, w, b, i * rows, rows);
-    tape_record_outputs(OP_LINEAR_CHUNKS, n, out, 3, (tensor *[]){x, w, b});
+    op_linear_strided_chunks(x, w, b, n, rows, 0, rows, out);
+}
+
+/* the chunks' rows of a weight-shaped block (K floats a row; bias: K = 1) side by side in `packed`
+ * (gather), or back from it (!gather) */
+static void chunk_rows(float *packed, float *block, bool gather, int chunks, int N, int K,
+                       int row0, int stride) {
+    for (int i = 0; i < chunks; i++) {
+        float *rows = block + (size_t)(row0 + i * stride) * K, *side = packed + (size_t)i * N * K;
+        if (gather) vitc_memory()->copy(side, rows, sizeof(float) * N * K);
+        else vitc_memory()->copy(rows, side, sizeof(float) * N * K);
+    }
 }
 
 /* One product gives x's gradient and one the weight's from the chunks' gradients in bf16: as
  * attention wrote them, and under bf16 the others rounded (bf16_store: the products would round
- * them packing; nothing reads the fp32 ones again) and a missing one zeros. In fp32 each chunk
- * runs as op_linear_rows's backward (a missing gradient is zero). */
+ * them packing; nothing reads the fp32 ones again) and a missing one zeros. Chunks apart in w
+ * (CSwin's branches: q's, k's and v's rows of one) go into the products through copies of their
+ * rows side by side. In fp32 each chunk runs as op_linear_rows's backward (a missing gradient is
+ * zero). */
 void op_linear_chunks_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *out[TAPE_MAX_OUTPUTS];
-    int chunks = 0;
+    int chunks = 0, row0 = n->iarg[0], stride = n->iarg[1];
     bool all16 = true;
     for (tensor *o; (o = tape_node_output(n, chunks)); chunks++) {
         out[chunks] = o;
@@ -106,17 +130,34 @@ void op_linear_chunks_backward(tape_node *n) {
             g[i] = r;
         }
         float dx_beta = 1.0f, *dx = x->requires_grad ? tensor_grad_whole(x, &dx_beta) : NULL;
-        kernels->linear_chunks_backward_bf16_grad(
-            dx, dx_beta, w->requires_grad ? tensor_grad(w) : NULL,
-            b && b->requires_grad ? tensor_grad(b) : NULL, g, chunks, x->bf16 ? NULL : x->data,
-            x->bf16 ? tensor_bf16(x) : NULL, w->data, M, K, N);
+        float *dw = w->requires_grad ? tensor_grad(w) : NULL;
+        float *db = b && b->requires_grad ? tensor_grad(b) : NULL;
+        bool apart = chunks > 1 && stride != N;
+        size_t n_apart = apart ? (size_t)chunks * N * (2 * K + 1) : 0;
+        float *side = apart ? scratch_floats(n_apart) : NULL;
+        const float *wc = w->data + (size_t)row0 * K;
+        float *dwc = dw ? dw + (size_t)row0 * K : NULL, *dbc = db ? db + row0 : NULL;
+        if (apart) {
+            float *w_side = side, *dw_side = w_side + (size_t)chunks * N * K;
+            float *db_side = dw_side + (size_t)chunks * N * K;
+            chunk_rows(w_side, w->data, true, chunks, N, K, row0, stride);
+            if (dw) chunk_rows(dw_side, dw, true, chunks, N, K, row0, stride);
+            if (db) chunk_rows(db_side, db, true, chunks, N, 1, row0, stride);
+            wc = w_side, dwc = dw ? dw_side : NULL, dbc = db ? db_side : NULL;
+        }
+        kernels->linear_chunks_backward_bf16_grad(dx, dx_beta, dwc, dbc, g, chunks,
+                                                  x->bf16 ? NULL : x->data,
+                                                  x->bf16 ? tensor_bf16(x) : NULL, wc, M, K, N);
+        if (apart && dw) chunk_rows(dwc, dw, false, chunks, N, K, row0, stride);
+        if (apart && db) chunk_rows(dbc, db, false, chunks, N, 1, row0, stride);
+        scratch_done(side, n_apart);
         scratch_done(rounded, n_round);
         return;
     }
     for (int i = chunks - 1; i >= 0; i--) { /* (the order of one node a chunk) */
         if (!out[i]->grad) continue;
         if (out[i]->grad_bf16) op_widen_grad(out[i]);
-        linear_rows_backward(x, w, b, out[i]->grad, i * N, N);
+        linear_rows_backward(x, w, b, out[i]->grad, row0 + i * stride, N);
     }
 }
 

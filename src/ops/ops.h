@@ -38,6 +38,10 @@ tensor *op_linear_rows(tensor *x, tensor *w, tensor *b, int row0, int rows);
  * where they all are (attention's, op_attention) and then runs one product for x's gradient and
  * one for w's. */
 void op_linear_chunks(tensor *x, tensor *w, tensor *b, int n, tensor **out);
+/* op_linear_chunks of n chunks of `rows` rows each, chunk i from row row0 + i stride of w (and b):
+ * one branch's q, k and v out of a qkv layer shared by several (CSwin's stripes) */
+void op_linear_strided_chunks(tensor *x, tensor *w, tensor *b, int n, int rows, int row0,
+                              int stride, tensor **out);
 /* a (..., M, K) (or (..., K, M) when trans_a), b (..., K, N) (or (..., N, K) when trans_b), equal
  * leading dims -> alpha * a·b of shape (..., M, N) */
 tensor *op_matmul(tensor *a, tensor *b, bool trans_a, bool trans_b, float alpha);
