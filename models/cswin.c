@@ -107,16 +107,12 @@ static void *cswin_build(model *m) {
     return net;
 }
 
-/* branch br: norm1(x) cut into its h x w stripes, the branch's channels of q, k and v projected
- * from them, each by its own GEMM, one tape node (projections are per token, so they commute with
- * the cut),
+/* branch br: the branch's channels of q, k and v projected from its stripes of norm1(x), each by
+ * its own GEMM, one tape node (projections are per token, so they commute with the cut),
  * attention, stripes put back; the output's channel parts go to parts, their count is returned */
-static int branch_forward(const cswin_block *b, int br, tensor *x, int R, const drop_path *d,
-                          tensor **parts) {
+static int branch_forward(const cswin_block *b, int br, tensor *stripes, int R, tensor **parts) {
     attn *a = b->branch[br];
-    int B = x->shape[0], C = x->shape[2], h = a->spec.h, w = a->spec.w, Cb = C / b->n_branches;
-    tensor *stripes = op_layernorm_windows(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b,
-                                           b->norm1.eps, h, w, 0, d);
+    int C = b->qkv.w->shape[1], h = a->spec.h, w = a->spec.w, Cb = C / b->n_branches;
     tensor *qkv[3];
     op_linear_strided_chunks(stripes, b->qkv.w, b->qkv.b, 3, Cb, br * Cb, C, qkv);
     int n = attn_forward_parts(a, qkv[0], qkv[1], qkv[2], parts);
@@ -132,12 +128,18 @@ static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const
     /* two parts (two branches, or ELFATT's global and local heads) go into the projection as they
      * are, never concatenated */
     tensor *parts[2];
-    int n = 0, B = x->shape[0];
+    int n = 0, B = x->shape[0], C = x->shape[2];
     float dp = o->train ? b->drop_path : 0.0f;
-    /* the attention branches run on the samples their drop path keeps */
+    /* the attention branches run on the samples their drop path keeps, on their stripes of one
+     * norm1 */
     drop_path attn_dp = op_drop_path(dp, o->rng, B);
+    int wh[2], ww[2];
+    for (int br = 0; br < b->n_branches; br++) wh[br] = b->branch[br]->spec.h, ww[br] = b->branch[br]->spec.w;
+    tensor *stripes[2];
+    op_layernorm_window_sets(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b, b->norm1.eps,
+                             b->n_branches, wh, ww, 0, &attn_dp, stripes);
     for (int br = 0; br < b->n_branches; br++)
-        n += branch_forward(b, br, x, R, &attn_dp, parts + n);
+        n += branch_forward(b, br, stripes[br], R, parts + n);
     x = n == 1 ? op_residual_linear(x, parts[0], b->proj.w, b->proj.b, false, &attn_dp)
                : op_residual_linear_split(x, parts[0], parts[1], b->proj.w, b->proj.b, &attn_dp);
     drop_path mlp_dp = op_drop_path(dp, o->rng, B);

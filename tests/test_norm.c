@@ -153,6 +153,34 @@ static tensor *ln_windows_fn(tensor **in, const void *ctx) {
     return op_layernorm_windows(in[0], in[1], in[2], 1e-5f, 2, 3, *shift, NULL);
 }
 
+/* CSwin's two branches: a 4 x 6 map's rows of 2 x 6 and columns of 4 x 2, side by side; *ctx's bits
+ * pick the sets used (a set left out gets no gradient) */
+static tensor *ln_window_sets_fn(tensor **in, const void *ctx) {
+    int picked = *(const int *)ctx, n = 0;
+    tensor *sets[2], *used[2];
+    op_layernorm_window_sets(in[0], in[1], in[2], 1e-5f, 2, (int[]){2, 4}, (int[]){6, 2}, 0, NULL, sets);
+    for (int i = 0; i < 2; i++)
+        if (picked >> i & 1) used[n++] = RESHAPE(sets[i], sets[i]->numel / 5, 5);
+    return n == 1 ? used[0] : op_concat(2, used, 0);
+}
+
+TEST(layernorm_window_sets_are_layernorm_windows_and_grad) {
+    rng r;
+    rng_seed(&r, 36, RNG_TEST);
+    tensor *x = LEAF(&r, 1, 2, 4, 6, 5), *w = LEAF(&r, 1, 5), *b = LEAF(&r, 1, 5), *sets[2];
+    op_layernorm_window_sets(x, w, b, 1e-5f, 2, (int[]){2, 4}, (int[]){6, 2}, 0, NULL, sets);
+    tensor *rows = op_layernorm_windows(x, w, b, 1e-5f, 2, 6, 0, NULL);
+    tensor *cols = op_layernorm_windows(x, w, b, 1e-5f, 4, 2, 0, NULL);
+    EXPECT(max_rel_diff(sets[0]->data, rows->data, rows->numel) == 0, "the rows' set");
+    EXPECT(max_rel_diff(sets[1]->data, cols->data, cols->numel) == 0, "the columns' set");
+    for (int picked = 1; picked <= 3; picked++)
+        EXPECT(GRADCHECK(ln_window_sets_fn, &picked, x, w, b), "sets picked %d", picked);
+    EXPECT_ERROR(op_layernorm_window_sets(x, w, b, 1e-5f, 2, (int[]){2, 3}, (int[]){6, 2}, 0, NULL, sets),
+                 "3x2 windows do not tile (2, 4, 6, 5)");
+    EXPECT_ERROR(op_layernorm_window_sets(x, w, b, 1e-5f, 3, (int[]){2, 4, 1}, (int[]){6, 2, 1}, 0, NULL, sets),
+                 "3 sets of windows of (2, 4, 6, 5) (B, H, W, C; 1 to 2 sets)");
+}
+
 TEST(layernorm_windows_equals_partition_of_layernorm_and_grad) {
     rng r;
     rng_seed(&r, 35, RNG_TEST);

@@ -153,11 +153,16 @@ void op_layernorm_linear_backward(tape_node *n) {
     scratch_done(y, most * C);
 }
 
-tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift,
-                             const drop_path *d) {
-    CHECK(x->ndim == 4 && wh >= 1 && ww >= 1 && x->shape[1] % wh == 0 && x->shape[2] % ww == 0,
-          "layernorm_windows: %dx%d windows do not tile %s (B, H, W, C)", wh, ww, SHAPE_STR(x));
+void op_layernorm_window_sets(tensor *x, tensor *w, tensor *b, float eps, int n, const int *wh,
+                              const int *ww, int shift, const drop_path *d, tensor **out) {
+    CHECK(x->ndim == 4 && n >= 1 && n <= LAYERNORM_WINDOW_SETS_MAX,
+          "layernorm_windows: %d sets of windows of %s (B, H, W, C; 1 to %d sets)", n,
+          SHAPE_STR(x), LAYERNORM_WINDOW_SETS_MAX);
     int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
+    for (int i = 0; i < n; i++)
+        CHECK(wh[i] >= 1 && ww[i] >= 1 && H % wh[i] == 0 && W % ww[i] == 0,
+              "layernorm_windows: %dx%d windows do not tile %s (B, H, W, C)", wh[i], ww[i],
+              SHAPE_STR(x));
     CHECK(w->numel == C && b->numel == C, "layernorm_windows: weight %s / bias %s do not match %s",
           SHAPE_STR(w), SHAPE_STR(b), SHAPE_STR(x));
     const float *keep = drop_path_kept(d, x, "layernorm_windows");
@@ -166,39 +171,64 @@ tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh,
     /* under bf16 the windows are bf16: only the products of the linear layers after this op read
      * them (op_reads_bf16), the backward reading x */
     bool out_bf16 = op_keeps_bf16();
-    int shape[3] = {taken * (H / wh) * (W / ww), wh * ww, C};
-    tensor *out = out_bf16 ? tensor_new_bf16(3, shape) : tensor_new(3, shape);
     tensor *mean = TENSOR((int)M), *rstd = TENSOR((int)M);
-    for (int s = 0, j = 0, e; next_kept_run(keep, B, B, &s, &e); j += e - s, s = e) {
-        int64_t to = j * per_sample * C, from = s * per_sample;
-        kernels->layernorm_windows_forward(out_bf16 ? NULL : out->data + to,
-                                           out_bf16 ? tensor_bf16(out) + to : NULL,
-                                           mean->data + from, rstd->data + from, x->data + from * C,
-                                           w->data, b->data, e - s, H, W, C, wh, ww, shift, eps);
+    for (int i = 0; i < n; i++) {
+        int shape[3] = {taken * (H / wh[i]) * (W / ww[i]), wh[i] * ww[i], C};
+        out[i] = out_bf16 ? tensor_new_bf16(3, shape) : tensor_new(3, shape);
+        /* (each set normalises the rows again, writing the same statistics) */
+        for (int s = 0, j = 0, e; next_kept_run(keep, B, B, &s, &e); j += e - s, s = e) {
+            int64_t to = j * per_sample * C, from = s * per_sample;
+            kernels->layernorm_windows_forward(
+                out_bf16 ? NULL : out[i]->data + to, out_bf16 ? tensor_bf16(out[i]) + to : NULL,
+                mean->data + from, rstd->data + from, x->data + from * C, w->data, b->data, e - s,
+                H, W, C, wh[i], ww[i], shift, eps);
+        }
+        op_macs += 5.0 * (double)out[i]->numel;
     }
-    op_macs += 5.0 * (double)out->numel;
-    tape_node *n = tape_record(OP_LAYERNORM_WINDOWS, out, 3, (tensor *[]){x, w, b});
-    if (n) {
-        n->saved[0] = mean, n->saved[1] = rstd;
-        n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift;
-        n->ptr = keep;
+    tape_node *node = tape_record_outputs(OP_LAYERNORM_WINDOWS, n, out, 3, (tensor *[]){x, w, b});
+    if (node) {
+        node->saved[0] = mean, node->saved[1] = rstd;
+        node->iarg[0] = shift;
+        for (int i = 0; i < n; i++) node->iarg[1 + 2 * i] = wh[i], node->iarg[2 + 2 * i] = ww[i];
+        node->ptr = keep;
     }
+}
+
+tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift,
+                             const drop_path *d) {
+    tensor *out;
+    op_layernorm_window_sets(x, w, b, eps, 1, &wh, &ww, shift, d, &out);
     return out;
 }
 
+/* The sets' gradients, in map order and added up, go through one layernorm backward. */
 void op_layernorm_windows_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
-    int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
+    int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], shift = n->iarg[0];
     float *dx = x->requires_grad ? tensor_grad(x) : NULL, *dw = w->requires_grad ? tensor_grad(w) : NULL;
     float *db = b->requires_grad ? tensor_grad(b) : NULL;
-    int wh = n->iarg[0], ww = n->iarg[1], shift = n->iarg[2];
     int64_t per_sample = (int64_t)H * W, n_grad = n->out->numel;
     const float *mean = n->saved[0]->data, *rstd = n->saved[1]->data;
+    tensor *sets[LAYERNORM_WINDOW_SETS_MAX];
+    int n_sets = 0, with_grad = 0;
+    for (tensor *o; (o = tape_node_output(n, n_sets)); n_sets++) {
+        sets[n_sets] = o;
+        with_grad += o->grad != NULL;
+    }
+    if (!with_grad) return;
+    int wh0 = n->iarg[1], ww0 = n->iarg[2];
     float *g = n->out->grad, *map_order = NULL;
-    if (!(wh == H && ww == W && shift % H == 0 && shift % W == 0)) {
+    bool whole_map = wh0 == H && ww0 == W && shift % H == 0 && shift % W == 0;
+    if (!(n_sets == 1 && whole_map)) {
         g = map_order = scratch_floats((size_t)n_grad);
-        kernels->window_copy(n->out->grad, g, (int)(n_grad / per_sample / C), H, W, C, wh, ww,
-                             shift, false, false);
+        int taken = (int)(n_grad / per_sample / C);
+        bool first = true;
+        for (int i = 0; i < n_sets; i++) {
+            if (!sets[i]->grad) continue;
+            kernels->window_copy(sets[i]->grad, g, taken, H, W, C, n->iarg[1 + 2 * i],
+                                 n->iarg[2 + 2 * i], shift, false, !first);
+            first = false;
+        }
     }
     for (int s = 0, j = 0, e; next_kept_run(n->ptr, B, B, &s, &e); j += e - s, s = e) {
         int64_t from = s * per_sample;

@@ -94,6 +94,12 @@ tensor *op_layernorm_linear_bf16(tensor *x, tensor *ln_w, tensor *ln_b, float ep
  * inputs of linear layers only (op_linear reads them as stored; other ops stop with an error). */
 tensor *op_layernorm_windows(tensor *x, tensor *w, tensor *b, float eps, int wh, int ww, int shift,
                              const drop_path *d);
+/* op_layernorm_windows into n sets of windows at once, set i wh[i] x ww[i], out[i]: one tape node,
+ * whose backward adds the sets' gradients in map order and runs one layernorm backward (CSwin's
+ * two branches, horizontal and vertical stripes of one norm1) */
+#define LAYERNORM_WINDOW_SETS_MAX 2
+void op_layernorm_window_sets(tensor *x, tensor *w, tensor *b, float eps, int n, const int *wh,
+                              const int *ww, int shift, const drop_path *d, tensor **out);
 /* Euclidean norm over the last dim, keeping it: (..., C) -> (..., 1) */
 tensor *op_l2norm(tensor *x);
 /* softmax over the last dim of x + bias; bias NULL or of a shape equal to the trailing dims of x
