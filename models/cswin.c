@@ -134,7 +134,8 @@ static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const
      * norm1 */
     drop_path attn_dp = op_drop_path(dp, o->rng, B);
     int wh[2], ww[2];
-    for (int br = 0; br < b->n_branches; br++) wh[br] = b->branch[br]->spec.h, ww[br] = b->branch[br]->spec.w;
+    for (int br = 0; br < b->n_branches; br++)
+        wh[br] = b->branch[br]->spec.h, ww[br] = b->branch[br]->spec.w;
     tensor *stripes[2];
     op_layernorm_window_sets(RESHAPE(x, B, R, R, C), b->norm1.w, b->norm1.b, b->norm1.eps,
                              b->n_branches, wh, ww, 0, &attn_dp, stripes);

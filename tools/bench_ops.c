@@ -119,7 +119,8 @@ typedef struct {
 static tensor *record_attention(rng *r, const void *shape) {
     const attention_shape *a = shape;
     int C = a->heads * a->d;
-    tensor *xq = input(r, 3, (int[]){a->seqs, a->n, C}), *xk = input(r, 3, (int[]){a->seqs, a->m, C});
+    tensor *xq = input(r, 3, (int[]){a->seqs, a->n, C});
+    tensor *xk = input(r, 3, (int[]){a->seqs, a->m, C});
     tensor *w = input(r, 2, (int[]){3 * C, C});
     xq->requires_grad = xk->requires_grad = false;
     tensor_grad(w);
@@ -147,7 +148,8 @@ typedef struct {
 
 static tensor *record_dwconv(rng *r, const void *shape) {
     const dwconv_shape *s = shape;
-    tensor *x = input(r, 4, (int[]){16, s->h, s->h, s->C}), *base = input(r, 4, (int[]){16, s->h, s->h, s->C});
+    tensor *x = input(r, 4, (int[]){16, s->h, s->h, s->C});
+    tensor *base = input(r, 4, (int[]){16, s->h, s->h, s->C});
     tensor *w = input(r, 4, (int[]){s->C, 1, s->k, s->k}), *b = input(r, 1, (int[]){s->C});
     tape_profile_start();
     return op_dwconv2d_add(x, w, b, base);
@@ -169,7 +171,8 @@ typedef struct {
 
 static tensor *record_conv(rng *r, const void *shape) {
     const conv_shape *s = shape;
-    tensor *x = input(r, 4, (int[]){16, s->h, s->h, s->C}), *w = input(r, 4, (int[]){s->O, s->C, s->k, s->k});
+    tensor *x = input(r, 4, (int[]){16, s->h, s->h, s->C});
+    tensor *w = input(r, 4, (int[]){s->O, s->C, s->k, s->k});
     tensor *b = input(r, 1, (int[]){s->O});
     tape_profile_start();
     return op_conv2d(x, w, b, s->stride, s->k > s->stride ? (s->k - 1) / 2 : 0, 1);
@@ -197,10 +200,12 @@ int main(void) {
             printf("bf16 skipped: %s\n", why);
             break;
         }
-        bench_attention("swin_t s1 windows (1024x3, 49, 32)", (attention_shape){1024, 49, 49, 3, 32});
-        bench_attention("deit_t (16x3, 197, 64)", (attention_shape){16, 197, 197, 3, 64});
-        bench_attention("agent_deit_t agents (16x3, 49x197, 64)", (attention_shape){16, 49, 197, 3, 64});
-        bench_attention("agent_deit_t queries (16x3, 197x49, 64)", (attention_shape){16, 197, 49, 3, 64});
+        const attention_shape swin = {1024, 49, 49, 3, 32}, deit = {16, 197, 197, 3, 64};
+        const attention_shape agents = {16, 49, 197, 3, 64}, queries = {16, 197, 49, 3, 64};
+        bench_attention("swin_t s1 windows (1024x3, 49, 32)", swin);
+        bench_attention("deit_t (16x3, 197, 64)", deit);
+        bench_attention("agent_deit_t agents (16x3, 49x197, 64)", agents);
+        bench_attention("agent_deit_t queries (16x3, 197x49, 64)", queries);
         const conv_shape convs[] = {{56, 64, 128, 3, 2}, {28, 128, 256, 3, 2}, {56, 64, 128, 2, 2},
                                     {28, 128, 320, 2, 2}};
         for (int i = 0; i < 4; i++) bench_conv(convs[i]);

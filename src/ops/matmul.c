@@ -74,7 +74,8 @@ void op_linear_strided_chunks(tensor *x, tensor *w, tensor *b, int n, int rows, 
     check_linear(x, w, b);
     CHECK(n >= 1 && n <= TAPE_MAX_OUTPUTS && rows >= 1 && row0 >= 0 && (n == 1 || stride >= rows) &&
               row0 + (int64_t)(n - 1) * stride + rows <= w->shape[0],
-          "linear: %d chunks of %d rows from row %d, %d apart, do not fit weight %s (1 to %d chunks)",
+          "linear: %d chunks of %d rows from row %d, %d apart, do not fit weight %s "
+          "(1 to %d chunks)",
           n, rows, row0, stride, SHAPE_STR(w), TAPE_MAX_OUTPUTS);
     for (int i = 0; i < n; i++) out[i] = linear_rows_forward(x, w, b, row0 + i * stride, rows);
     tape_node *node = tape_record_outputs(OP_LINEAR_CHUNKS, n, out, 3, (tensor *[]){x, w, b});
