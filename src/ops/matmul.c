@@ -91,17 +91,6 @@ void op_linear_chunks(tensor *x, tensor *w, tensor *b, int n, tensor **out) {
     op_linear_strided_chunks(x, w, b, n, rows, 0, rows, out);
 }
 
-/* the chunks' rows of a weight-shaped block (K floats a row; bias: K = 1) side by side in `packed`
- * (gather), or back from it (!gather) */
-static void chunk_rows(float *packed, float *block, bool gather, int chunks, int N, int K,
-                       int row0, int stride) {
-    for (int i = 0; i < chunks; i++) {
-        float *rows = block + (size_t)(row0 + i * stride) * K, *side = packed + (size_t)i * N * K;
-        if (gather) vitc_memory()->copy(side, rows, sizeof(float) * N * K);
-        else vitc_memory()->copy(rows, side, sizeof(float) * N * K);
-    }
-}
-
 /* One product gives x's gradient and one the weight's from the chunks' gradients in bf16: as
  * attention wrote them, and under bf16 the others rounded (bf16_store: the products would round
  * them packing; nothing reads the fp32 ones again) and a missing one zeros. Chunks apart in w
@@ -141,16 +130,17 @@ void op_linear_chunks_backward(tape_node *n) {
         if (apart) {
             float *w_side = side, *dw_side = w_side + (size_t)chunks * N * K;
             float *db_side = dw_side + (size_t)chunks * N * K;
-            chunk_rows(w_side, w->data, true, chunks, N, K, row0, stride);
-            if (dw) chunk_rows(dw_side, dw, true, chunks, N, K, row0, stride);
-            if (db) chunk_rows(db_side, db, true, chunks, N, 1, row0, stride);
+            /* (block_copy's blocks: the chunks, each N rows of K floats, `stride` rows apart) */
+            kernels->block_copy(w_side, N, w->data, stride, chunks, K, 0, row0, N, 0);
+            if (dw) kernels->block_copy(dw_side, N, dw, stride, chunks, K, 0, row0, N, 0);
+            if (db) kernels->block_copy(db_side, N, db, stride, chunks, 1, 0, row0, N, 0);
             wc = w_side, dwc = dw ? dw_side : NULL, dbc = db ? db_side : NULL;
         }
         kernels->linear_chunks_backward_bf16_grad(dx, dx_beta, dwc, dbc, g, chunks,
                                                   x->bf16 ? NULL : x->data,
                                                   x->bf16 ? tensor_bf16(x) : NULL, wc, M, K, N);
-        if (apart && dw) chunk_rows(dwc, dw, false, chunks, N, K, row0, stride);
-        if (apart && db) chunk_rows(dbc, db, false, chunks, N, 1, row0, stride);
+        if (apart && dw) kernels->block_copy(dw, stride, dwc, N, chunks, K, row0, 0, N, 0);
+        if (apart && db) kernels->block_copy(db, stride, dbc, N, chunks, 1, row0, 0, N, 0);
         scratch_done(side, n_apart);
         scratch_done(rounded, n_round);
         return;
