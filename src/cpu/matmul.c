@@ -9,6 +9,7 @@
 #include "bf16_store.h"
 #include "gemm_bf16.h"
 #include "gemm_nt.h"
+#include "shape.h"
 #include "simd.h"
 
 static void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
@@ -160,13 +161,6 @@ void add_column_sums(float *sums, const float *x, int64_t M, int N) {
     column_sums(sums, x, NULL, M, N);
 }
 
-/* dw (N, K) += dwt (K, N) turned */
-static void add_turned(float *dw, const float *dwt, int K, int N) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++)
-        for (int k = 0; k < K; k++) dw[(size_t)n * K + k] += dwt[(size_t)k * N + n];
-}
-
 /* The weight gradient's product turns its narrower operand while packing: with more outputs than
  * inputs (an MLP's fc1), xᵀ dout gives the gradient turned, and dout's rows are read as stored. */
 void linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *dout,
@@ -175,7 +169,7 @@ void linear_backward_bf16_grad(float *dx, float *dw, float *db, const uint16_t *
     if (dw && N > K) {
         float *dwt = scratch_floats((size_t)K * N);
         gemm_bf16_b16(true, K, N, M, 1.0f, x, K, dout, N, 0.0f, dwt, N, gemm_threads());
-        add_turned(dw, dwt, K, N);
+        permute_backward(dw, dwt, 2, (int[]){N, K}, (int[]){1, 0}); /* dw += dwtᵀ */
         scratch_done(dwt, (size_t)K * N);
     } else if (dw) {
         gemm_bf16_a16(true, false, N, K, M, 1.0f, dout, N, x, K, 1.0f, dw, K, gemm_threads());
