@@ -317,27 +317,32 @@ TEST(bf16_gelus_round_the_fp32_gelu) {
     enum { N = 2 * 512 + 37 };
     rng r;
     rng_seed(&r, 31, RNG_TEST);
-    float x[N], act[N], slope[N], slope16[N];
-    bf16 x16[N], out[N], out_fwd[N];
+    float x[N], raw[N], act[N], slope[N], slope16[N];
+    bf16 x16[N], out[N], out_fwd[N], out_kept[N], kept[N];
     static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e20f, -1e20f, -9.0f,
                                     1e-30f, 0.70703125f, 3.984375f, -0.16992188f};
     for (int i = 0; i < N; i++) {
         float v = i < 12 ? special[i] : 3.0f * rng_normal(&r);
+        raw[i] = v;
         x16[i] = bf16_from_float(v);
         x[i] = bf16_to_float(x16[i]);
     }
     gelu_value_and_slope(act, slope, x, N);
     gelu_bf16_value_and_slope(out, slope16, x16, N);
-    gelu_forward_bf16(out_fwd, x, N);
+    gelu_forward_bf16(out_fwd, NULL, x, N);
+    gelu_forward_bf16(out_kept, kept, raw, N); /* rounding x first, as an MLP step keeping it */
     int off = 0;
     for (int i = 0; i < N; i++) {
         bf16 want = bf16_from_float(act[i]);
         bool same_slope = !memcmp(&slope[i], &slope16[i], sizeof(float));
-        if (out[i] != want || out_fwd[i] != want || !same_slope) {
+        if (out[i] != want || out_fwd[i] != want || out_kept[i] != want || kept[i] != x16[i] ||
+            !same_slope) {
             if (off++ < 5)
                 fprintf(stderr,
-                        "    x = %a: gelu %a, bf16 %#x and %#x (want %#x), slope %a (want %a)\n",
-                        x[i], act[i], out[i], out_fwd[i], want, slope16[i], slope[i]);
+                        "    x = %a: gelu %a, bf16 %#x, %#x and %#x (want %#x), kept %#x (want "
+                        "%#x), slope %a (want %a)\n",
+                        raw[i], act[i], out[i], out_fwd[i], out_kept[i], want, kept[i], x16[i],
+                        slope16[i], slope[i]);
         }
     }
     EXPECT(off == 0, "%d of %d values differ from the fp32 GELU rounded", off, N);

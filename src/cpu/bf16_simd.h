@@ -29,6 +29,11 @@ BF16_TARGET INLINE __m512i bf16_of_32(const float *x, int m) {
     return (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
 }
 
+/* 16 bf16 as the floats they stand for */
+BF16_TARGET INLINE __m512 bf16_widen16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* lane l: the pair (lo[l], hi[l]) of bf16, lo in the lower half, as vdpbf16ps reads a pair */
 BF16_TARGET INLINE __m512i pairs16(__m512 lo, __m512 hi) {
     static const uint16_t interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,

@@ -16,8 +16,7 @@ BF16_TARGET static void store_vectors(uint16_t *dst, float *x, int64_t n) {
         __mmask16 m = lanes((int)(n - i < 16 ? n - i : 16));
         __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i));
         _mm256_mask_storeu_epi16(dst + i, m, h);
-        __m512i widened = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-        _mm512_mask_storeu_ps(x + i, m, _mm512_castsi512_ps(widened));
+        _mm512_mask_storeu_ps(x + i, m, bf16_widen16(h));
     }
 }
 

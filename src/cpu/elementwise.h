@@ -45,8 +45,10 @@ void copy_floats(float *dst, const float *src, int64_t n);
 
 void gelu_forward(float *out, const float *x, int64_t n);
 void gelu_backward(float *dx, const float *dout, const float *x, int64_t n);
-/* out = gelu(x) rounded to bf16 as bf16_from_float does: the operand a bf16 product reads */
-void gelu_forward_bf16(uint16_t *out, const float *x, int64_t n);
+/* out = gelu(x) rounded to bf16 as bf16_from_float does: the operand a bf16 product reads; where
+ * kept is not NULL, x rounded to bf16 into it first and the GELU of the rounded values (an MLP's
+ * hidden layer, kept for the backward, which recomputes the GELU from it) */
+void gelu_forward_bf16(uint16_t *out, uint16_t *kept, const float *x, int64_t n);
 /* out = gelu(x) and slope = gelu'(x), for a backward that recomputes the activation; out may be x */
 void gelu_value_and_slope(float *out, float *slope, const float *x, int64_t n);
 /* the same from a hidden layer kept in bf16 (bf16_store.h), out rounded to bf16 as
@@ -54,8 +56,11 @@ void gelu_value_and_slope(float *out, float *slope, const float *x, int64_t n);
 void gelu_bf16_value_and_slope(uint16_t *out, float *slope, const uint16_t *x, int64_t n);
 /* values a thread takes at a time in the GELUs */
 #define GELU_BLOCK 512
-/* one block of it (m <= GELU_BLOCK) on the calling thread, for a kernel that fuses it with more */
-void gelu_bf16_value_and_slope_block(uint16_t *out, float *slope, const uint16_t *x, int m);
+/* one block of it (m <= GELU_BLOCK) on the calling thread, for a kernel that fuses it with more:
+ * act = gelu(h) rounded, and where not NULL, slope = gelu'(h) and dh = gelu'(h) · dact rounded to
+ * bf16 (the bits of slope · dact, rounded) */
+void gelu_bf16_backward_block(uint16_t *act, uint16_t *dh, float *slope, const uint16_t *h,
+                              const float *dact, int m);
 void relu_forward(float *out, const float *x, int64_t n);
 void relu_backward(float *dx, const float *dout, const float *x, int64_t n);
 void softplus_forward(float *out, const float *x, int64_t n);

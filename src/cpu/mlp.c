@@ -77,9 +77,9 @@ static void mlp_rows(const mlp_step *m, int64_t r0, int rows, float *y) {
     layernorm_forward(y, m->mean + r0, m->rstd + r0, m->res + r0 * C, m->ln_w, m->ln_b, rows, C,
                       m->eps);
     layer(pre, y, m->w1, m->w1p, m->b1, rows, C, H);
-    if (m->h_bf16) bf16_store(m->h_bf16 + r0 * H, pre, (int64_t)rows * H);
     if (m->w2p) { /* the activation in bf16, as fc2's product reads it: nothing to pack */
-        gelu_forward_bf16((bf16 *)act, pre, (int64_t)rows * H);
+        gelu_forward_bf16((bf16 *)act, m->h_bf16 ? m->h_bf16 + r0 * H : NULL, pre,
+                          (int64_t)rows * H);
         gemm_bf16_a16_packed_b_bias(rows, C, H, (bf16 *)act, H, m->w2p, m->b2, branch, C, 1);
     } else {
         gelu_forward(act, pre, (int64_t)rows * H);
@@ -164,12 +164,8 @@ void mlp_hidden_backward_bf16(uint16_t *dh, uint16_t *act, const uint16_t *h, co
         if (dh) gemm_bf16_packed_b_bias((int)(n / H), H, C, g + r0 * C, C, w2p, NULL, dact, H, 1);
         for (int64_t b = 0; b < n; b += GELU_BLOCK) {
             int m = (int)(n - b < GELU_BLOCK ? n - b : GELU_BLOCK);
-            float slope[GELU_BLOCK];
-            gelu_bf16_value_and_slope_block(act + r0 * H + b, slope, h + r0 * H + b, m);
-            if (!dh) continue;
-#pragma omp simd
-            for (int i = 0; i < m; i++) slope[i] *= dact[b + i];
-            bf16_round(dh + r0 * H + b, slope, m);
+            gelu_bf16_backward_block(act + r0 * H + b, dh ? dh + r0 * H + b : NULL, NULL,
+                                     h + r0 * H + b, dact + b, m);
         }
     }
 }
