@@ -310,49 +310,62 @@ TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
     arena_reset(&vitc_arena);
 }
 
-/* The GELUs that write bf16 (the MLP step's activation, fc2's operand): bit for bit the fp32
- * GELU's value rounded by bf16_from_float, and the same slope, over two blocks and a tail, with
- * signed zeros, infinities, a NaN, tails and values that round up into the next binade. */
+/* The GELUs that write bf16 (the MLP step's activation, fc2's operand), on every bf16 input (the
+ * kept hidden layer's values; the forward's x rounded first, from floats that round to them): from
+ * -6 up the fp32 GELU's value rounded by bf16_from_float, bit for bit, NaN for NaN; below -6, where
+ * the GELU is under 6e-9 in magnitude, at most that (the fp32 form's own tail runs off there for the
+ * largest inputs); the slope within 1e-5 of the fp32 one (NaN at the infinities: infinity times a
+ * density of zero). On AVX-512 they run polynomials on pieces, elsewhere the fp32 form. */
 TEST(bf16_gelus_round_the_fp32_gelu) {
-    enum { N = 2 * 512 + 37 };
-    rng r;
-    rng_seed(&r, 31, RNG_TEST);
-    float x[N], raw[N], act[N], slope[N], slope16[N];
-    bf16 x16[N], out[N], out_fwd[N], out_kept[N], kept[N];
-    static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e20f, -1e20f, -9.0f,
-                                    1e-30f, 0.70703125f, 3.984375f, -0.16992188f};
+    enum { N = 1 << 16 };
+    float *x = malloc(N * sizeof(float)), *raw = malloc(N * sizeof(float));
+    float *act = malloc(N * sizeof(float)), *slope = malloc(N * sizeof(float));
+    float *slope16 = malloc(N * sizeof(float));
+    bf16 *x16 = malloc(N * sizeof(bf16)), *out = malloc(N * sizeof(bf16));
+    bf16 *out_fwd = malloc(N * sizeof(bf16)), *out_kept = malloc(N * sizeof(bf16));
+    bf16 *kept = malloc(N * sizeof(bf16));
     for (int i = 0; i < N; i++) {
-        float v = i < 12 ? special[i] : 3.0f * rng_normal(&r);
-        raw[i] = v;
-        x16[i] = bf16_from_float(v);
+        x16[i] = (bf16)i;
         x[i] = bf16_to_float(x16[i]);
+        uint32_t below_half = ((uint32_t)i << 16) | 0x3fff; /* rounds (to nearest) to x16[i] */
+        if (isfinite(x[i])) memcpy(&raw[i], &below_half, sizeof(float));
+        else raw[i] = x[i];
     }
     gelu_value_and_slope(act, slope, x, N);
     gelu_bf16_value_and_slope(out, slope16, x16, N);
     gelu_forward_bf16(out_fwd, NULL, x, N);
-    gelu_forward_bf16(out_kept, kept, raw, N); /* rounding x first, as an MLP step keeping it */
+    gelu_forward_bf16(out_kept, kept, raw, N);
     int off = 0;
     for (int i = 0; i < N; i++) {
-        bf16 want = bf16_from_float(act[i]);
-        bool same_slope = !memcmp(&slope[i], &slope16[i], sizeof(float));
-        if (out[i] != want || out_fwd[i] != want || out_kept[i] != want || kept[i] != x16[i] ||
-            !same_slope) {
-            if (off++ < 5)
-                fprintf(stderr,
-                        "    x = %a: gelu %a, bf16 %#x, %#x and %#x (want %#x), kept %#x (want "
-                        "%#x), slope %a (want %a)\n",
-                        raw[i], act[i], out[i], out_fwd[i], out_kept[i], want, kept[i], x16[i],
-                        slope16[i], slope[i]);
+        bf16 want = bf16_from_float(act[i]), got[3] = {out[i], out_fwd[i], out_kept[i]};
+        /* (vcvtneps2bf16 takes a subnormal for a zero, and quiets a NaN) */
+        bool ok = kept[i] == x16[i] || (x16[i] & 0x7f80) == 0 ||
+                  (isnan(x[i]) && isnan(bf16_to_float(kept[i])));
+        for (int k = 0; k < 3; k++) {
+            float v = bf16_to_float(got[k]);
+            if (isnan(x[i])) ok &= isnan(v);
+            else if (x[i] >= -6.0f) ok &= got[k] == want;
+            else ok &= fabsf(v) <= 6e-9f || (isinf(x[i]) && isnan(v) && isnan(act[i]));
         }
+        if (isfinite(x[i])) ok &= fabsf(slope16[i] - slope[i]) <= 1e-5f;
+        if (!ok && off++ < 5)
+            fprintf(stderr,
+                    "    x = %a: gelu %a, bf16 %#x, %#x and %#x (want %#x), kept %#x (want %#x), "
+                    "slope %a (want %a)\n",
+                    x[i], act[i], out[i], out_fwd[i], out_kept[i], want, kept[i], x16[i],
+                    slope16[i], slope[i]);
     }
     EXPECT(off == 0, "%d of %d values differ from the fp32 GELU rounded", off, N);
+    free(x), free(raw), free(act), free(slope), free(slope16);
+    free(x16), free(out), free(out_fwd), free(out_kept), free(kept);
 }
 
 /* The MLP step's backward from its bf16 hidden layer recomputes the activation in bf16 and hands
  * it to fc2's weight gradient as stored: output and every gradient bit for bit those of the same
  * step given the hidden layer in fp32 (the same rounded values), which the products round as they
- * pack them; the hidden layer's own gradient is kept in bf16, the fp32 one rounded. With drop path
- * and several passes of samples. */
+ * pack them; the hidden layer's own gradient is kept in bf16, the fp32 one rounded, but for the
+ * few values the bf16 GELU's slope (within 1e-5 of the fp32 one) rounds one bf16 step apart. With
+ * drop path and several passes of samples. */
 TEST(bf16_mlp_backward_from_the_bf16_hidden_layer_is_the_fp32_one) {
     SKIP_WITHOUT_BF16();
     rng r;
@@ -399,13 +412,16 @@ TEST(bf16_mlp_backward_from_the_bf16_hidden_layer_is_the_fp32_one) {
     const int64_t sizes[4] = {res->numel, h32->numel, w2->numel, b2->numel};
     /* the bf16 gradient: the fp32 one rounded, zeros of either sign alike (a product of zero
      * keeps its sign there, where the floats added it to +0) */
-    int64_t off = 0;
+    int64_t off = 0, far = 0;
     for (int64_t i = 0; i < h32->numel; i++) {
-        off += bf16_to_float(bf16_from_float(grads[0][1][i])) != grads[1][1][i];
+        bf16 want = bf16_from_float(grads[0][1][i]), got = bf16_from_float(grads[1][1][i]);
+        off += bf16_to_float(want) != grads[1][1][i];
+        far += bf16_to_float(want) != grads[1][1][i] && abs((int)(want & 0x7fff) - (got & 0x7fff)) > 1;
         grads[0][1][i] = grads[1][1][i];
     }
-    EXPECT(off == 0, "%lld values of the hidden layer's bf16 gradient are not the fp32 one rounded",
-           (long long)off);
+    EXPECT(off <= h32->numel / 1000 && far == 0,
+           "%lld values of the hidden layer's bf16 gradient are not the fp32 one rounded, %lld of "
+           "them more than a step apart", (long long)off, (long long)far);
     for (int i = 0; i < 4; i++) {
         EXPECT(!memcmp(grads[0][i], grads[1][i], sizeof(float) * sizes[i]),
                "the gradient of the %s differs from the fp32 hidden layer's", names[i]);
