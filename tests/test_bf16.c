@@ -311,8 +311,8 @@ TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
 }
 
 /* The GELUs that write bf16 (the MLP step's activation, fc2's operand), on every bf16 input (the
- * kept hidden layer's values; the forward's x rounded first, from floats that round to them): from
- * -6 up the fp32 GELU's value rounded by bf16_from_float, bit for bit, NaN for NaN; below -6, where
+ * kept hidden layer's values; the forward's x rounded first, from floats that round to them): above
+ * -6 the fp32 GELU's value rounded by bf16_from_float, bit for bit, NaN for NaN; from -6 down, where
  * the GELU is under 6e-9 in magnitude, at most that (the fp32 form's own tail runs off there for the
  * largest inputs); the slope within 1e-5 of the fp32 one (NaN at the infinities: infinity times a
  * density of zero). On AVX-512 they run polynomials on pieces, elsewhere the fp32 form. */
@@ -344,7 +344,7 @@ TEST(bf16_gelus_round_the_fp32_gelu) {
         for (int k = 0; k < 3; k++) {
             float v = bf16_to_float(got[k]);
             if (isnan(x[i])) ok &= isnan(v);
-            else if (x[i] >= -6.0f) ok &= got[k] == want;
+            else if (x[i] > -6.0f) ok &= got[k] == want;
             else ok &= fabsf(v) <= 6e-9f || (isinf(x[i]) && isnan(v) && isnan(act[i]));
         }
         if (isfinite(x[i])) ok &= fabsf(slope16[i] - slope[i]) <= 1e-5f;
@@ -356,6 +356,27 @@ TEST(bf16_gelus_round_the_fp32_gelu) {
                     slope16[i], slope[i]);
     }
     EXPECT(off == 0, "%d of %d values differ from the fp32 GELU rounded", off, N);
+    /* floats at and beside the ends of the pieces (33 of them, 0.375 apart from -6): within a bf16
+     * step of the fp32 GELU rounded */
+    enum { EDGES = 33 * 3 };
+    float edge[EDGES], edge_act[EDGES], edge_slope[EDGES];
+    bf16 edge_out[EDGES];
+    for (int e = 0; e < 33; e++) {
+        float at = -6.0f + 0.375f * (float)e;
+        edge[3 * e] = nextafterf(at, -INFINITY), edge[3 * e + 1] = at;
+        edge[3 * e + 2] = nextafterf(at, INFINITY);
+    }
+    gelu_value_and_slope(edge_act, edge_slope, edge, EDGES);
+    gelu_forward_bf16(edge_out, NULL, edge, EDGES);
+    int far = 0;
+    for (int e = 0; e < EDGES; e++) {
+        bf16 want = bf16_from_float(edge_act[e]);
+        bool ok = edge[e] <= -6.0f ? fabsf(bf16_to_float(edge_out[e])) <= 6e-9f
+                                   : abs((int)edge_out[e] - (int)want) <= 1;
+        if (!ok && far++ < 5)
+            fprintf(stderr, "    x = %a: bf16 %#x, want %#x\n", edge[e], edge_out[e], want);
+    }
+    EXPECT(far == 0, "%d of %d values at the pieces' ends are off", far, EDGES);
     free(x), free(raw), free(act), free(slope), free(slope16);
     free(x16), free(out), free(out_fwd), free(out_kept), free(kept);
 }
@@ -415,8 +436,9 @@ TEST(bf16_mlp_backward_from_the_bf16_hidden_layer_is_the_fp32_one) {
     int64_t off = 0, far = 0;
     for (int64_t i = 0; i < h32->numel; i++) {
         bf16 want = bf16_from_float(grads[0][1][i]), got = bf16_from_float(grads[1][1][i]);
-        off += bf16_to_float(want) != grads[1][1][i];
-        far += bf16_to_float(want) != grads[1][1][i] && abs((int)(want & 0x7fff) - (got & 0x7fff)) > 1;
+        bool differs = bf16_to_float(want) != grads[1][1][i];
+        off += differs;
+        far += differs && abs((int)(want & 0x7fff) - (int)(got & 0x7fff)) > 1;
         grads[0][1][i] = grads[1][1][i];
     }
     EXPECT(off <= h32->numel / 1000 && far == 0,

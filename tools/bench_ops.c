@@ -206,6 +206,12 @@ int main(void) {
         bench_attention("deit_t (16x3, 197, 64)", deit);
         bench_attention("agent_deit_t agents (16x3, 49x197, 64)", agents);
         bench_attention("agent_deit_t queries (16x3, 197x49, 64)", queries);
+        const attention_shape agents9 = {16, 9, 3136, 3, 32}, queries9 = {16, 3136, 9, 3, 32};
+        const attention_shape agents16 = {16, 16, 784, 6, 32}, queries16 = {16, 784, 16, 6, 32};
+        bench_attention("agent_swin_t s1 agents (16x3, 9x3136, 32)", agents9);
+        bench_attention("agent_swin_t s1 queries (16x3, 3136x9, 32)", queries9);
+        bench_attention("agent_swin_t s2 agents (16x6, 16x784, 32)", agents16);
+        bench_attention("agent_swin_t s2 queries (16x6, 784x16, 32)", queries16);
         const conv_shape convs[] = {{56, 64, 128, 3, 2}, {28, 128, 256, 3, 2}, {56, 64, 128, 2, 2},
                                     {28, 128, 320, 2, 2}};
         for (int i = 0; i < 4; i++) bench_conv(convs[i]);

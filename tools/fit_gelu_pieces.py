@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fits the piecewise polynomials of Phi, the standard normal CDF, that src/cpu/elementwise.c's bf16
-GELUs use on AVX-512: [-6, 6) cut into 32 pieces, on each a degree-5 polynomial in s, the position
-within the piece (-1/2 at its left end, +1/2 at its right), least squares on Chebyshev nodes weighted
+GELUs use on AVX-512: [-6, 6) cut into 32 pieces, on each a degree-5 polynomial in t, the position
+within the piece (0 at its left end, 1 at its right), least squares on Chebyshev nodes weighted
 by 1/Phi (relative error, which the far negative tail needs). Writes src/cpu/gelu_pieces.h (run from
 the repository root) and prints the relative errors of Phi and of its derivative, evaluated in
 float32. Needs numpy."""
@@ -11,7 +11,7 @@ import numpy as np
 
 LO, HI, PIECES, DEGREE = -6.0, 6.0, 32, 5
 width = (HI - LO) / PIECES
-nodes = np.cos(np.pi * (np.arange(80) + 0.5) / 80) / 2
+nodes = (1 + np.cos(np.pi * (np.arange(80) + 0.5) / 80)) / 2
 
 
 def phi_cdf(x):
@@ -24,16 +24,16 @@ def phi_pdf(x):
 
 coef = np.zeros((DEGREE + 1, PIECES))  # highest degree first, as Horner's rule takes them
 for i in range(PIECES):
-    mid = LO + (i + 0.5) * width
-    y = phi_cdf(mid + nodes * width)
+    left = LO + i * width
+    y = phi_cdf(left + nodes * width)
     coef[:, i] = np.polyfit(nodes, y, DEGREE, w=1 / y)
 
 c32 = coef.astype(np.float32)
 worst_cdf = worst_pdf = worst_cdf_bulk = 0.0
 for i in range(PIECES):
-    mid = LO + (i + 0.5) * width
-    s = np.linspace(-0.5, 0.5, 2001, dtype=np.float32)
-    x = mid + s.astype(np.float64) * width
+    left = LO + i * width
+    s = np.linspace(0, 1, 2001, dtype=np.float32)
+    x = left + s.astype(np.float64) * width
     p = np.zeros_like(s)
     d = np.zeros_like(s)
     for k in range(DEGREE + 1):
@@ -42,13 +42,13 @@ for i in range(PIECES):
     cdf, pdf = phi_cdf(x), phi_pdf(x)
     rel = np.abs(p / cdf - 1)
     worst_cdf = max(worst_cdf, rel.max())
-    if mid > -4:
+    if left >= -4:
         worst_cdf_bulk = max(worst_cdf_bulk, rel.max())
     worst_pdf = max(worst_pdf, np.abs(d / np.float32(width) - pdf).max())
 
 with open("src/cpu/gelu_pieces.h", "w") as f:
     f.write("/* Written by tools/fit_gelu_pieces.py: Phi on %d pieces of [%g, %g), a degree-%d "
-            "polynomial on\n * each in s in [-1/2, 1/2] (the position within the piece), "
+            "polynomial on\n * each in t in [0, 1] (the position within the piece), "
             "coefficients highest degree first. */\n" % (PIECES, LO, HI, DEGREE))
     f.write("#pragma once\n")
     f.write("#define GELU_PIECES_LO %.1ff\n#define GELU_PIECES_HI %.1ff\n" % (LO, HI))
@@ -60,5 +60,5 @@ with open("src/cpu/gelu_pieces.h", "w") as f:
             f.write("        " + " ".join("%.9ef," % v for v in c32[k, j : j + 4]) + "\n")
         f.write("    },\n")
     f.write("};\n")
-print("Phi relative error in float32: %.2e (pieces above -4: %.2e); its derivative's absolute "
+print("Phi relative error in float32: %.2e (pieces from -4 up: %.2e); its derivative's absolute "
       "error: %.2e" % (worst_cdf, worst_cdf_bulk, worst_pdf))
