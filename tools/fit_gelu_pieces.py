@@ -32,13 +32,13 @@ c32 = coef.astype(np.float32)
 worst_cdf = worst_pdf = worst_cdf_bulk = 0.0
 for i in range(PIECES):
     left = LO + i * width
-    s = np.linspace(0, 1, 2001, dtype=np.float32)
-    x = left + s.astype(np.float64) * width
-    p = np.zeros_like(s)
-    d = np.zeros_like(s)
+    t = np.linspace(0, 1, 2001, dtype=np.float32)
+    x = left + t.astype(np.float64) * width
+    p = np.zeros_like(t)
+    d = np.zeros_like(t)
     for k in range(DEGREE + 1):
-        d = d * s + p if k else d
-        p = p * s + c32[k, i]
+        d = d * t + p if k else d  # the derivative alongside, as the C code takes it
+        p = p * t + c32[k, i]
     cdf, pdf = phi_cdf(x), phi_pdf(x)
     rel = np.abs(p / cdf - 1)
     worst_cdf = max(worst_cdf, rel.max())

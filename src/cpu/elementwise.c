@@ -420,7 +420,7 @@ BF16_TARGET static void gelu_bf16_backward_vectors(uint16_t *act, uint16_t *dh, 
 #define GELU_BF16_VECTORS 0
 #endif
 
-void gelu_forward_bf16(uint16_t *out, uint16_t *kept, const float *x, int64_t n) {
+WIDE_VECTORS void gelu_forward_bf16(uint16_t *out, uint16_t *kept, const float *x, int64_t n) {
 #if GELU_BF16_VECTORS
     if (cpu_has_avx512_bf16()) {
 #pragma omp parallel for schedule(static)
@@ -479,8 +479,8 @@ WIDE_VECTORS void gelu_value_and_slope(float *out, float *slope, const float *x,
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-void gelu_bf16_backward_block(uint16_t *act, uint16_t *dh, float *slope, const uint16_t *h,
-                              const float *dact, int m) {
+WIDE_VECTORS void gelu_bf16_backward_block(uint16_t *act, uint16_t *dh, float *slope,
+                                           const uint16_t *h, const float *dact, int m) {
     fetch_ahead(h, GELU_BLOCK * sizeof *h);
 #if GELU_BF16_VECTORS
     if (cpu_has_avx512_bf16()) {

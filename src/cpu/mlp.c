@@ -4,7 +4,6 @@
 
 #include "../core/precision.h"
 #include "../core/threads.h"
-#include "bf16_store.h"
 #include "elementwise.h"
 #include "gemm_bf16.h"
 #include "matmul.h"
