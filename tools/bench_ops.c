@@ -113,6 +113,7 @@ static tensor *input(rng *r, int ndim, const int *shape) {
  * from op_linear_chunks products as in the models (under bf16 their gradients are then bf16, as
  * there) */
 typedef struct {
+    const char *where; /* the model's layer these shapes are */
     int seqs, n, m, heads, d;
 } attention_shape;
 
@@ -131,10 +132,12 @@ static tensor *record_attention(rng *r, const void *shape) {
     return op_attention(qkv[0], kv[1], kv[2], a->heads, 1.0f / sqrtf((float)a->d), NULL, NULL, 1);
 }
 
-static void bench_attention(const char *name, attention_shape a) {
+static void bench_attention(attention_shape a) {
     double f, b, flop = 4.0 * a.seqs * a.heads * (double)a.n * a.m * a.d;
     time_op(OP_ATTENTION, record_attention, &a, &f, &b);
-    printf("attention %-34s %s   fwd %7.2f ms (%5.1f GFLOP/s)   bwd %7.2f ms (%5.1f GFLOP/s, "
+    char name[96];
+    snprintf(name, sizeof name, "%s (%dx%d, %dx%d, %d)", a.where, a.seqs, a.heads, a.n, a.m, a.d);
+    printf("attention %-44s %s   fwd %7.2f ms (%5.1f GFLOP/s)   bwd %7.2f ms (%5.1f GFLOP/s, "
            "5 products)\n",
            name, precision_name(vitc_precision()), 1e3 * f, flop / f * 1e-9, 1e3 * b,
            2.5 * flop / b * 1e-9);
@@ -200,18 +203,17 @@ int main(void) {
             printf("bf16 skipped: %s\n", why);
             break;
         }
-        const attention_shape swin = {1024, 49, 49, 3, 32}, deit = {16, 197, 197, 3, 64};
-        const attention_shape agents = {16, 49, 197, 3, 64}, queries = {16, 197, 49, 3, 64};
-        bench_attention("swin_t s1 windows (1024x3, 49, 32)", swin);
-        bench_attention("deit_t (16x3, 197, 64)", deit);
-        bench_attention("agent_deit_t agents (16x3, 49x197, 64)", agents);
-        bench_attention("agent_deit_t queries (16x3, 197x49, 64)", queries);
-        const attention_shape agents9 = {16, 9, 3136, 3, 32}, queries9 = {16, 3136, 9, 3, 32};
-        const attention_shape agents16 = {16, 16, 784, 6, 32}, queries16 = {16, 784, 16, 6, 32};
-        bench_attention("agent_swin_t s1 agents (16x3, 9x3136, 32)", agents9);
-        bench_attention("agent_swin_t s1 queries (16x3, 3136x9, 32)", queries9);
-        bench_attention("agent_swin_t s2 agents (16x6, 16x784, 32)", agents16);
-        bench_attention("agent_swin_t s2 queries (16x6, 784x16, 32)", queries16);
+        const attention_shape attention[] = {
+            {"swin_t s1 windows", 1024, 49, 49, 3, 32},
+            {"deit_t", 16, 197, 197, 3, 64},
+            {"agent_deit_t agents", 16, 49, 197, 3, 64},
+            {"agent_deit_t queries", 16, 197, 49, 3, 64},
+            {"agent_swin_t s1 agents", 16, 9, 3136, 3, 32},
+            {"agent_swin_t s1 queries", 16, 3136, 9, 3, 32},
+            {"agent_swin_t s2 agents", 16, 16, 784, 6, 32},
+            {"agent_swin_t s2 queries", 16, 784, 16, 6, 32}};
+        for (size_t i = 0; i < sizeof attention / sizeof attention[0]; i++)
+            bench_attention(attention[i]);
         const conv_shape convs[] = {{56, 64, 128, 3, 2}, {28, 128, 256, 3, 2}, {56, 64, 128, 2, 2},
                                     {28, 128, 320, 2, 2}};
         for (int i = 0; i < 4; i++) bench_conv(convs[i]);
