@@ -95,7 +95,7 @@ static void softmax_lin_naive(float *out, const tensor *q, const tensor *k, cons
     for (int s = 0; s < b; s++)
         for (int h = 0; h < c->heads; h++) {
             int off = c->c0 + h * d;
-            double ctx[4][4] = {{0}};
+            double ctx[80][80] = {{0}};
             for (int f = 0; f < d; f++) {
                 double z = 0;
                 for (int j = 0; j < m; j++) z += exp(k->data[(s * m + j) * C + off + f]);
@@ -118,18 +118,20 @@ static void softmax_lin_naive(float *out, const tensor *q, const tensor *k, cons
 TEST(softmax_linear_attention_matches_naive_reference_and_grad) {
     rng r;
     rng_seed(&r, 43, RNG_TEST);
-    /* (sequences, heads): one pair, eight pairs; the op's channels start at 2 of 2 + heads·3 + 1 */
-    const int shapes[2][2] = {{1, 1}, {4, 2}};
-    for (int t = 0; t < 2; t++) {
-        int b = shapes[t][0], H = shapes[t][1], C = 3 * H + 3;
-        softmax_lin_ctx c = {H, 2, 3 * H};
+    /* (sequences, heads, head width): one pair, eight pairs, heads of 1 to 4 vectors and one
+     * wider than the kernels hold in registers; the op's channels start at 2 of 2 + heads·d + 1 */
+    const int shapes[5][3] = {{1, 1, 3}, {4, 2, 3}, {2, 1, 32}, {1, 2, 40}, {1, 1, 72}};
+    for (int t = 0; t < 5; t++) {
+        int b = shapes[t][0], H = shapes[t][1], d = shapes[t][2], C = H * d + 3;
+        softmax_lin_ctx c = {H, 2, H * d};
         tensor *q = LEAF(&r, 1, b, 5, C), *k = LEAF(&r, 1, b, 6, C), *v = LEAF(&r, 1, b, 6, C);
         tensor *y = softmax_lin_fn((tensor *[]){q, k, v}, &c);
-        float ref[4 * 5 * 6];
+        float ref[2 * 5 * 80];
         softmax_lin_naive(ref, q, k, v, &c);
         double err = max_rel_diff(y->data, ref, y->numel);
-        EXPECT(y->shape[2] == 3 * H && err < 1e-5, "sequences %d, heads %d: differs by %g", b, H, err);
-        EXPECT(GRADCHECK(softmax_lin_fn, &c, q, k, v), "sequences %d, heads %d", b, H);
+        EXPECT(y->shape[2] == H * d && err < 1e-5, "sequences %d, heads %d of %d: differs by %g", b,
+               H, d, err);
+        EXPECT(GRADCHECK(softmax_lin_fn, &c, q, k, v), "sequences %d, heads %d of %d", b, H, d);
     }
     tensor *q = RANDN(&r, 1, 2, 4, 6);
     EXPECT_ERROR(op_softmax_linear_attention(q, q, q, 2, 4, 4), "channels 4..8 of (2, 4, 6) in 2 heads");

@@ -172,8 +172,85 @@ void linear_attention_backward(float *dq, float *dk, float *dv, const float *dou
     }
 }
 
+/* ELFATT's two softmaxes over a head of d <= 64 channels on AVX-512: a token's features held in
+ * registers and the channels' running maxima and sums too. Through the plain loops below
+ * (softmax_row, and per-channel arrays of maxima and sums), the feature softmax of a 32-channel head
+ * took ~260 cycles a token and the pair's softmaxes cost more than its two products. */
+#ifdef __AVX512F__
+/* kh (m, d) = softmax over the m tokens of each channel of a head's k (row stride C), nv vectors of
+ * channels */
+static inline __attribute__((always_inline)) void softmax_tokens_nv(float *kh, const float *k,
+                                                                   int m, int d, int C, int nv) {
+    __m512 top[4], sum[4];
+    for (int t = 0; t < nv; t++) top[t] = _mm512_set1_ps(-INFINITY), sum[t] = _mm512_setzero_ps();
+    for (int j = 0; j < m; j++)
+        for (int t = 0; t < nv; t++) /* (vmaxps keeps the second operand where k is NaN) */
+            top[t] = _mm512_max_ps(_mm512_maskz_loadu_ps(lanes(d - 16 * t), k + (size_t)j * C + 16 * t),
+                                   top[t]);
+    for (int j = 0; j < m; j++)
+        for (int t = 0; t < nv; t++) {
+            __mmask16 in = lanes(d - 16 * t);
+            __m512 x = _mm512_maskz_loadu_ps(in, k + (size_t)j * C + 16 * t);
+            x = fast_exp16(_mm512_sub_ps(x, top[t]));
+            sum[t] = _mm512_add_ps(sum[t], x);
+            _mm512_mask_storeu_ps(kh + (size_t)j * d + 16 * t, in, x);
+        }
+    for (int t = 0; t < nv; t++) sum[t] = _mm512_div_ps(_mm512_set1_ps(1.0f), sum[t]);
+    for (int j = 0; j < m; j++)
+        for (int t = 0; t < nv; t++) {
+            __mmask16 in = lanes(d - 16 * t);
+            float *row = kh + (size_t)j * d + 16 * t;
+            _mm512_mask_storeu_ps(row, in, _mm512_mul_ps(_mm512_maskz_loadu_ps(in, row), sum[t]));
+        }
+}
+
+/* qh (n, d) = softmax over the d features of each token of a head's q (row stride C) */
+static inline __attribute__((always_inline)) void softmax_features_nv(float *qh, const float *q,
+                                                                     int n, int d, int C, int nv) {
+    for (int i = 0; i < n; i++) {
+        __m512 x[4], top = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
+        for (int t = 0; t < nv; t++) {
+            x[t] = _mm512_mask_loadu_ps(top, lanes(d - 16 * t), q + (size_t)i * C + 16 * t);
+            top = _mm512_max_ps(x[t], top);
+        }
+        __m512 shift = _mm512_set1_ps(_mm512_reduce_max_ps(top));
+        for (int t = 0; t < nv; t++) {
+            x[t] = _mm512_maskz_mov_ps(lanes(d - 16 * t), fast_exp16(_mm512_sub_ps(x[t], shift)));
+            sum = _mm512_add_ps(sum, x[t]);
+        }
+        __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+        for (int t = 0; t < nv; t++)
+            _mm512_mask_storeu_ps(qh + (size_t)i * d + 16 * t, lanes(d - 16 * t), _mm512_mul_ps(x[t], inv));
+    }
+}
+
+static void softmax_tokens_vec(float *kh, const float *k, int m, int d, int C) {
+    switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
+    case 1: softmax_tokens_nv(kh, k, m, d, C, 1); break;
+    case 2: softmax_tokens_nv(kh, k, m, d, C, 2); break;
+    case 3: softmax_tokens_nv(kh, k, m, d, C, 3); break;
+    default: softmax_tokens_nv(kh, k, m, d, C, 4); break;
+    }
+}
+
+static void softmax_features_vec(float *qh, const float *q, int n, int d, int C) {
+    switch ((d + 15) / 16) {
+    case 1: softmax_features_nv(qh, q, n, d, C, 1); break;
+    case 2: softmax_features_nv(qh, q, n, d, C, 2); break;
+    case 3: softmax_features_nv(qh, q, n, d, C, 3); break;
+    default: softmax_features_nv(qh, q, n, d, C, 4); break;
+    }
+}
+#endif
+
 /* kh (m, d) = softmax over the m tokens of each channel of a head's k (row stride C) */
 static void softmax_tokens(float *kh, const float *k, int m, int d, int C) {
+#ifdef __AVX512F__
+    if (d <= 64) {
+        softmax_tokens_vec(kh, k, m, d, C);
+        return;
+    }
+#endif
     float mx[d], sum[d];
     for (int e = 0; e < d; e++) mx[e] = -INFINITY, sum[e] = 0;
     for (int j = 0; j < m; j++)
@@ -191,6 +268,12 @@ static void softmax_tokens(float *kh, const float *k, int m, int d, int C) {
 
 /* qh (n, d) = softmax over the d features of each token of a head's q (row stride C) */
 static void softmax_features(float *qh, const float *q, int n, int d, int C) {
+#ifdef __AVX512F__
+    if (d <= 64) {
+        softmax_features_vec(qh, q, n, d, C);
+        return;
+    }
+#endif
     for (int i = 0; i < n; i++) {
         for (int e = 0; e < d; e++) qh[(size_t)i * d + e] = q[(size_t)i * C + e];
         softmax_row(qh + (size_t)i * d, d);
