@@ -174,8 +174,8 @@ void linear_attention_backward(float *dq, float *dk, float *dv, const float *dou
 
 /* ELFATT's two softmaxes over a head of d <= 64 channels on AVX-512: a token's features held in
  * registers and the channels' running maxima and sums too. Through the plain loops below
- * (softmax_row, and per-channel arrays of maxima and sums), the feature softmax of a 32-channel head
- * took ~260 cycles a token and the pair's softmaxes cost more than its two products. */
+ * (softmax_row, and per-channel arrays of maxima and sums), the feature softmax of a 32-channel
+ * head took ~260 cycles a token and the pair's softmaxes cost more than its two products. */
 #ifdef __AVX512F__
 /* kh (m, d) = softmax over the m tokens of each channel of a head's k (row stride C), nv vectors of
  * channels */
@@ -184,9 +184,10 @@ static inline __attribute__((always_inline)) void softmax_tokens_nv(float *kh, c
     __m512 top[4], sum[4];
     for (int t = 0; t < nv; t++) top[t] = _mm512_set1_ps(-INFINITY), sum[t] = _mm512_setzero_ps();
     for (int j = 0; j < m; j++)
-        for (int t = 0; t < nv; t++) /* (vmaxps keeps the second operand where k is NaN) */
-            top[t] = _mm512_max_ps(_mm512_maskz_loadu_ps(lanes(d - 16 * t), k + (size_t)j * C + 16 * t),
-                                   top[t]);
+        for (int t = 0; t < nv; t++) { /* (vmaxps keeps the second operand where k is NaN) */
+            const float *x = k + (size_t)j * C + 16 * t;
+            top[t] = _mm512_max_ps(_mm512_maskz_loadu_ps(lanes(d - 16 * t), x), top[t]);
+        }
     for (int j = 0; j < m; j++)
         for (int t = 0; t < nv; t++) {
             __mmask16 in = lanes(d - 16 * t);
@@ -220,7 +221,8 @@ static inline __attribute__((always_inline)) void softmax_features_nv(float *qh,
         }
         __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
         for (int t = 0; t < nv; t++)
-            _mm512_mask_storeu_ps(qh + (size_t)i * d + 16 * t, lanes(d - 16 * t), _mm512_mul_ps(x[t], inv));
+            _mm512_mask_storeu_ps(qh + (size_t)i * d + 16 * t, lanes(d - 16 * t),
+                                  _mm512_mul_ps(x[t], inv));
     }
 }
 
