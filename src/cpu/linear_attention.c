@@ -172,10 +172,11 @@ void linear_attention_backward(float *dq, float *dk, float *dv, const float *dou
     }
 }
 
-/* ELFATT's two softmaxes over a head of d <= 64 channels on AVX-512: a token's features held in
- * registers and the channels' running maxima and sums too. Through the plain loops below
- * (softmax_row, and per-channel arrays of maxima and sums), the feature softmax of a 32-channel
- * head took ~260 cycles a token and the pair's softmaxes cost more than its two products. */
+/* ELFATT's two softmaxes and their gradients over a head of d <= 64 channels on AVX-512: a
+ * token's features held in registers and the channels' running maxima, sums and dot products too.
+ * Through the plain loops below (softmax_row, per-channel arrays), the feature softmax of a
+ * 32-channel head took ~260 cycles a token and the pair's softmaxes cost more than its two
+ * products; the gradients' loops, ~180 a token. */
 #ifdef __AVX512F__
 /* kh (m, d) = softmax over the m tokens of each channel of a head's k (row stride C), nv vectors of
  * channels */
@@ -226,6 +227,54 @@ static inline __attribute__((always_inline)) void softmax_features_nv(float *qh,
     }
 }
 
+/* dk (row stride C) += kh ⊙ (dkh - Σ_j dkh ⊙ kh), sums per channel: softmax_tokens's gradient */
+static inline __attribute__((always_inline)) void softmax_tokens_grad_nv(float *dk, int C,
+                                                                        const float *kh,
+                                                                        const float *dkh, int m,
+                                                                        int d, int nv) {
+    __m512 dot[4];
+    for (int t = 0; t < nv; t++) dot[t] = _mm512_setzero_ps();
+    for (int j = 0; j < m; j++)
+        for (int t = 0; t < nv; t++) {
+            __mmask16 in = lanes(d - 16 * t);
+            size_t at = (size_t)j * d + 16 * t;
+            dot[t] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(in, dkh + at),
+                                     _mm512_maskz_loadu_ps(in, kh + at), dot[t]);
+        }
+    for (int j = 0; j < m; j++)
+        for (int t = 0; t < nv; t++) {
+            __mmask16 in = lanes(d - 16 * t);
+            size_t at = (size_t)j * d + 16 * t;
+            float *to = dk + (size_t)j * C + 16 * t;
+            __m512 y = _mm512_maskz_loadu_ps(in, kh + at);
+            __m512 gy = _mm512_sub_ps(_mm512_maskz_loadu_ps(in, dkh + at), dot[t]);
+            _mm512_mask_storeu_ps(to, in, _mm512_fmadd_ps(y, gy, _mm512_maskz_loadu_ps(in, to)));
+        }
+}
+
+/* dq (row stride C) += qh ⊙ (dqh - rowsum(dqh ⊙ qh)): softmax_features's gradient */
+static inline __attribute__((always_inline)) void softmax_features_grad_nv(float *dq, int C,
+                                                                          const float *qh,
+                                                                          const float *dqh, int n,
+                                                                          int d, int nv) {
+    for (int i = 0; i < n; i++) {
+        __m512 y[4], gy[4], dot = _mm512_setzero_ps();
+        for (int t = 0; t < nv; t++) {
+            __mmask16 in = lanes(d - 16 * t);
+            y[t] = _mm512_maskz_loadu_ps(in, qh + (size_t)i * d + 16 * t);
+            gy[t] = _mm512_maskz_loadu_ps(in, dqh + (size_t)i * d + 16 * t);
+            dot = _mm512_fmadd_ps(y[t], gy[t], dot);
+        }
+        __m512 row_dot = _mm512_set1_ps(_mm512_reduce_add_ps(dot));
+        for (int t = 0; t < nv; t++) {
+            __mmask16 in = lanes(d - 16 * t);
+            float *to = dq + (size_t)i * C + 16 * t;
+            __m512 g = _mm512_mul_ps(y[t], _mm512_sub_ps(gy[t], row_dot));
+            _mm512_mask_storeu_ps(to, in, _mm512_add_ps(_mm512_maskz_loadu_ps(in, to), g));
+        }
+    }
+}
+
 static void softmax_tokens_vec(float *kh, const float *k, int m, int d, int C) {
     switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
     case 1: softmax_tokens_nv(kh, k, m, d, C, 1); break;
@@ -241,6 +290,26 @@ static void softmax_features_vec(float *qh, const float *q, int n, int d, int C)
     case 2: softmax_features_nv(qh, q, n, d, C, 2); break;
     case 3: softmax_features_nv(qh, q, n, d, C, 3); break;
     default: softmax_features_nv(qh, q, n, d, C, 4); break;
+    }
+}
+
+static void softmax_tokens_grad_vec(float *dk, int C, const float *kh, const float *dkh, int m,
+                                    int d) {
+    switch ((d + 15) / 16) {
+    case 1: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 1); break;
+    case 2: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 2); break;
+    case 3: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 3); break;
+    default: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 4); break;
+    }
+}
+
+static void softmax_features_grad_vec(float *dq, int C, const float *qh, const float *dqh, int n,
+                                      int d) {
+    switch ((d + 15) / 16) {
+    case 1: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 1); break;
+    case 2: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 2); break;
+    case 3: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 3); break;
+    default: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 4); break;
     }
 }
 #endif
@@ -279,6 +348,39 @@ static void softmax_features(float *qh, const float *q, int n, int d, int C) {
     for (int i = 0; i < n; i++) {
         for (int e = 0; e < d; e++) qh[(size_t)i * d + e] = q[(size_t)i * C + e];
         softmax_row(qh + (size_t)i * d, d);
+    }
+}
+
+/* dk (m rows, stride C) += softmax_tokens's gradient from dkh, the gradient of its result kh */
+static void softmax_tokens_grad(float *dk, int C, const float *kh, const float *dkh, int m, int d) {
+#ifdef __AVX512F__
+    if (d <= 64) {
+        softmax_tokens_grad_vec(dk, C, kh, dkh, m, d);
+        return;
+    }
+#endif
+    float dot[d]; /* per channel */
+    for (int e = 0; e < d; e++) dot[e] = 0;
+    for (int j = 0; j < m; j++)
+        for (int e = 0; e < d; e++) dot[e] += dkh[(size_t)j * d + e] * kh[(size_t)j * d + e];
+    for (int j = 0; j < m; j++)
+        for (int e = 0; e < d; e++)
+            dk[(size_t)j * C + e] += kh[(size_t)j * d + e] * (dkh[(size_t)j * d + e] - dot[e]);
+}
+
+/* dq (n rows, stride C) += softmax_features's gradient from dqh, the gradient of its result qh */
+static void softmax_features_grad(float *dq, int C, const float *qh, const float *dqh, int n,
+                                  int d) {
+#ifdef __AVX512F__
+    if (d <= 64) {
+        softmax_features_grad_vec(dq, C, qh, dqh, n, d);
+        return;
+    }
+#endif
+    for (int i = 0; i < n; i++) {
+        const float *y = qh + (size_t)i * d, *gy = dqh + (size_t)i * d;
+        float dot = reduce_dot(gy, y, d);
+        for (int e = 0; e < d; e++) dq[(size_t)i * C + e] += y[e] * (gy[e] - dot);
     }
 }
 
@@ -332,22 +434,12 @@ static void softmax_lin_backward_pair(float *dq, float *dk, float *dv, const flo
     gemm_strided(true, false, d, d, n, 1.0f, qh, d, g, Co, 0.0f, dctx, d);
     if (dq) {
         gemm_strided(false, true, n, d, d, 1.0f, g, Co, cp, d, 0.0f, dqh, d);
-        for (int i = 0; i < n; i++) { /* softmax over features */
-            const float *y = qh + (size_t)i * d, *gy = dqh + (size_t)i * d;
-            float dot = reduce_dot(gy, y, d);
-            for (int e = 0; e < d; e++) dq[qo + (size_t)i * C + e] += y[e] * (gy[e] - dot);
-        }
+        softmax_features_grad(dq + qo, C, qh, dqh, n, d);
     }
     if (dv) gemm_strided(false, false, m, d, d, 1.0f, kh, d, dctx, d, 1.0f, dv + ko, C);
     if (dk) {
         gemm_strided(false, true, m, d, d, 1.0f, v + ko, C, dctx, d, 0.0f, dkh, d);
-        float dot[d]; /* softmax over tokens: per channel */
-        for (int e = 0; e < d; e++) dot[e] = 0;
-        for (int j = 0; j < m; j++)
-            for (int e = 0; e < d; e++) dot[e] += dkh[(size_t)j * d + e] * kh[(size_t)j * d + e];
-        for (int j = 0; j < m; j++)
-            for (int e = 0; e < d; e++)
-                dk[ko + (size_t)j * C + e] += kh[(size_t)j * d + e] * (dkh[(size_t)j * d + e] - dot[e]);
+        softmax_tokens_grad(dk + ko, C, kh, dkh, m, d);
     }
 }
 
