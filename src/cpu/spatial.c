@@ -12,7 +12,7 @@ void relpos_index_swin(int *index, int wh, int ww) {
 }
 
 void window_copy_channels(float *windows, float *map, int map_C, int B, int H, int W, int C, int wh,
-                          int ww, int shift, bool to_windows, bool accumulate) {
+                          int ww, int shift, bool to_windows, bool accumulate, float scale) {
     int64_t rows = (int64_t)B * (H / wh) * (W / ww) * wh; /* one window row (ww tokens) each */
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
@@ -23,7 +23,9 @@ void window_copy_channels(float *windows, float *map, int map_C, int B, int H, i
             float *dst = to_windows ? wt : mt;
             const float *src = to_windows ? mt : wt;
             if (accumulate)
-                for (int c = 0; c < C; c++) dst[c] += src[c];
+                for (int c = 0; c < C; c++) dst[c] += scale * src[c];
+            else if (scale != 1.0f)
+                for (int c = 0; c < C; c++) dst[c] = scale * src[c];
             else
                 memcpy(dst, src, (size_t)C * sizeof(float));
         }
@@ -31,8 +33,8 @@ void window_copy_channels(float *windows, float *map, int map_C, int B, int H, i
 }
 
 void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh, int ww, int shift,
-                 bool to_windows, bool accumulate) {
-    window_copy_channels(windows, map, C, B, H, W, C, wh, ww, shift, to_windows, accumulate);
+                 bool to_windows, bool accumulate, float scale) {
+    window_copy_channels(windows, map, C, B, H, W, C, wh, ww, shift, to_windows, accumulate, scale);
 }
 
 void relpos_gather_forward(float *out, const float *table, const int *index, int NH, int N) {

@@ -11,9 +11,10 @@ void relpos_index_swin(int *index, int wh, int ww);
 /* map (B, H, W, C) <-> windows (B * H/wh * W/ww, wh*ww, C) of the map rolled by -shift along H and
  * W (torch.roll(map, (-shift, -shift))): window pixel (y, x) is map pixel ((y + shift) mod H,
  * (x + shift) mod W). to_windows: windows = f(map), else map = f(windows); accumulate adds instead
- * of copying (the backward of the other direction). */
+ * of copying (the backward of the other direction); the values copied or added are scale times the
+ * source's (a drop path's factor on the way). */
 void window_copy(float *windows, float *map, int B, int H, int W, int C, int wh, int ww, int shift,
-                 bool to_windows, bool accumulate);
+                 bool to_windows, bool accumulate, float scale);
 
 /* Where window row r of that layout lies (rows of ww tokens, r < B * H/wh * W/ww * wh): its first
  * token is window token `token`, and its token t is map pixel map_row + (col + t) mod W. */
@@ -32,7 +33,7 @@ static inline window_row window_row_at(int64_t r, int H, int W, int wh, int ww, 
 }
 /* window_copy of C of a map's map_C channels: map points at the first of them */
 void window_copy_channels(float *windows, float *map, int map_C, int B, int H, int W, int C, int wh,
-                          int ww, int shift, bool to_windows, bool accumulate);
+                          int ww, int shift, bool to_windows, bool accumulate, float scale);
 
 /* out (NH, N, N) = table (T, NH) gathered by index (N*N) */
 void relpos_gather_forward(float *out, const float *table, const int *index, int NH, int N);

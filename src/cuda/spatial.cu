@@ -7,7 +7,7 @@
 
 static __global__ void window_copy_kernel(float *windows, float *map, int map_C, int H, int W,
                                           int C, int wh, int ww, int sh, int sw, bool to_windows,
-                                          bool accumulate, int64_t n) {
+                                          bool accumulate, float scale, int64_t n) {
     const int nh = H / wh, nw = W / ww;
     GRID_STRIDE_LOOP(k, n) { /* k: the element of the windows (win, y, t, c) */
         const int c = (int)(k % C), t = (int)(k / C % ww);
@@ -16,25 +16,26 @@ static __global__ void window_copy_kernel(float *windows, float *map, int map_C,
         const int64_t b = win / ((int64_t)nw * nh);
         const int64_t m = ((b * H + (i * wh + y + sh) % H) * W + (j * ww + t + sw) % W) * map_C + c;
         float *dst = to_windows ? windows + k : map + m;
-        const float src = to_windows ? map[m] : windows[k];
+        const float src = scale * (to_windows ? map[m] : windows[k]);
         *dst = accumulate ? *dst + src : src;
     }
 }
 
 extern "C" void cuda_window_copy_channels(float *windows, float *map, int map_C, int B, int H,
                                           int W, int C, int wh, int ww, int shift, bool to_windows,
-                                          bool accumulate) {
+                                          bool accumulate, float scale) {
     const int64_t n = (int64_t)B * H * W * C;
     if (n == 0) return;
     const int sh = ((shift % H) + H) % H, sw = ((shift % W) + W) % W;
     window_copy_kernel<<<flat_blocks(n), FLAT_THREADS>>>(windows, map, map_C, H, W, C, wh, ww, sh,
-                                                         sw, to_windows, accumulate, n);
+                                                         sw, to_windows, accumulate, scale, n);
     CUDA_LAUNCHED();
 }
 
 extern "C" void cuda_window_copy(float *windows, float *map, int B, int H, int W, int C, int wh,
-                                 int ww, int shift, bool to_windows, bool accumulate) {
-    cuda_window_copy_channels(windows, map, C, B, H, W, C, wh, ww, shift, to_windows, accumulate);
+                                 int ww, int shift, bool to_windows, bool accumulate, float scale) {
+    cuda_window_copy_channels(windows, map, C, B, H, W, C, wh, ww, shift, to_windows, accumulate,
+                              scale);
 }
 
 static __global__ void relpos_gather_forward_kernel(float *out, const float *table,

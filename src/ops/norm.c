@@ -226,7 +226,7 @@ void op_layernorm_windows_backward(tape_node *n) {
         for (int i = 0; i < n_sets; i++) {
             if (!sets[i]->grad) continue;
             kernels->window_copy(sets[i]->grad, g, taken, H, W, C, n->iarg[1 + 2 * i],
-                                 n->iarg[2 + 2 * i], shift, false, !first);
+                                 n->iarg[2 + 2 * i], shift, false, !first, 1.0f);
             first = false;
         }
     }

@@ -139,14 +139,15 @@ static tensor *residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, boo
                                          K, N);
         if (!keep) {
             kernels->window_copy(branch, out->data + r0 * N, gs, g.H, g.W, N, g.wh, g.ww, g.shift,
-                                 false, true);
+                                 false, true, 1.0f);
             continue;
         }
         for (int e, j = j0; next_kept_run(keep, B, j0 + gs - j, &s, &e); j += e - s, s = e) {
             float *run = branch + (size_t)(j - j0) * rows * N,
                   *to = out->data + (size_t)s * rows * N;
             kernels->scale_groups(run, run, mask->data + s, e - s, (int64_t)rows * N, false);
-            kernels->window_copy(run, to, e - s, g.H, g.W, N, g.wh, g.ww, g.shift, false, true);
+            kernels->window_copy(run, to, e - s, g.H, g.W, N, g.wh, g.ww, g.shift, false, true,
+                                 1.0f);
         }
     }
     scratch_done(branch, n_branch);
@@ -233,12 +234,15 @@ void op_residual_linear_backward(tape_node *n) {
             size_t at = (size_t)(j - j0) * rows, from = (size_t)s * rows;
             size_t h_at = h_every ? from : (size_t)j * rows, run = (size_t)(e - s) * rows;
             float *g = n->out->grad + from * N;
+            /* each sample's gradient scaled by its drop-path factor: a run of kept samples shares
+             * it (1 / (1 - p)), put into window order with it */
+            bool shared = keep != NULL;
             if (geom.H) {
                 kernels->window_copy(gm + at * N, g, e - s, geom.H, geom.W, N, geom.wh, geom.ww,
-                                     geom.shift, true, false);
+                                     geom.shift, true, false, shared ? keep[s] : 1.0f);
                 g = gm + at * N;
             }
-            if (mask) { /* each sample's gradient scaled by its drop-path factor */
+            if (mask && !(geom.H && shared)) {
                 kernels->scale_groups(gm + at * N, g, mask->data + s, e - s, per, false);
                 g = gm + at * N;
             }

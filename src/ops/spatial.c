@@ -23,7 +23,8 @@ static tensor *window_partition_channels(tensor *x, int c0, int channels, int wh
     tensor *out = out_bf16 ? tensor_new_bf16(3, shape) : tensor_new(3, shape);
     /* bf16: the windows in fp32 in scratch, then rounded into out */
     float *windows = out_bf16 ? scratch_floats((size_t)out->numel) : out->data;
-    kernels->window_copy_channels(windows, x->data + c0, C, B, H, W, channels, wh, ww, shift, true, false);
+    kernels->window_copy_channels(windows, x->data + c0, C, B, H, W, channels, wh, ww, shift, true,
+                                  false, 1.0f);
     if (out_bf16) {
         kernels->bf16_store(tensor_bf16(out), windows, out->numel);
         scratch_done(windows, (size_t)out->numel);
@@ -51,7 +52,7 @@ void op_window_partition_backward(tape_node *n) {
     if (x->requires_grad)
         kernels->window_copy_channels(n->out->grad, tensor_grad(x) + n->iarg[3], x->shape[3], x->shape[0],
                              x->shape[1], x->shape[2], n->out->shape[2], n->iarg[0], n->iarg[1],
-                             n->iarg[2], false, true);
+                             n->iarg[2], false, true, 1.0f);
 }
 
 tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift) {
@@ -62,7 +63,7 @@ tensor *op_window_reverse(tensor *x, int H, int W, int wh, int ww, int shift) {
     int C = x->shape[2], B = x->shape[0] / ((H / wh) * (W / ww));
     if (wh == H && ww == W && shift % H == 0 && shift % W == 0) return RESHAPE(x, B, H, W, C);
     tensor *out = TENSOR(B, H, W, C);
-    kernels->window_copy(x->data, out->data, B, H, W, C, wh, ww, shift, false, false);
+    kernels->window_copy(x->data, out->data, B, H, W, C, wh, ww, shift, false, false, 1.0f);
     tape_node *n = tape_record(OP_WINDOW_REVERSE, out, 1, (tensor *[]){x});
     if (n) n->iarg[0] = wh, n->iarg[1] = ww, n->iarg[2] = shift;
     return out;
@@ -74,7 +75,7 @@ void op_window_reverse_backward(tape_node *n) {
     /* every window element is written: copied where x has no gradient yet, else added */
     float beta, *dx = tensor_grad_whole(x, &beta);
     kernels->window_copy(dx, out->grad, out->shape[0], out->shape[1], out->shape[2], out->shape[3],
-                         n->iarg[0], n->iarg[1], n->iarg[2], true, beta != 0.0f);
+                         n->iarg[0], n->iarg[1], n->iarg[2], true, beta != 0.0f, 1.0f);
 }
 
 tensor *op_relpos_gather(tensor *table, const int *index, int n) {
