@@ -127,7 +127,7 @@ static int branch_forward(const cswin_block *b, int br, tensor *stripes, int R, 
 static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const forward_opts *o) {
     /* two parts (two branches, or ELFATT's global and local heads) go into the projection as they
      * are, never concatenated */
-    tensor *parts[2];
+    tensor *parts[2], *input = x; /* the output's storage in inference (op_mlp_residual's into) */
     int n = 0, B = x->shape[0], C = x->shape[2];
     float dp = o->train ? b->drop_path : 0.0f;
     /* the attention branches run on the samples their drop path keeps, on their stripes of one
@@ -144,7 +144,7 @@ static tensor *cswin_block_forward(const cswin_block *b, tensor *x, int R, const
     x = n == 1 ? op_residual_linear(x, parts[0], b->proj.w, b->proj.b, false, &attn_dp)
                : op_residual_linear_split(x, parts[0], parts[1], b->proj.w, b->proj.b, &attn_dp);
     drop_path mlp_dp = op_drop_path(dp, o->rng, B);
-    return nn_mlp_residual(&b->mlp, &b->norm2, x, &mlp_dp);
+    return nn_mlp_residual(&b->mlp, &b->norm2, x, &mlp_dp, input);
 }
 
 static tensor *cswin_forward(model *m, tensor *images, const forward_opts *o) {

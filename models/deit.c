@@ -78,10 +78,11 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
         tensor *qkv[3];
         const nn_layernorm *n1 = &b->norm1;
         nn_linear_chunks(&b->qkv, op_layernorm(x, n1->w, n1->b, n1->eps, &attn_dp), 3, qkv);
-        tensor *a = attn_forward(b->core, qkv[0], qkv[1], qkv[2]);
+        /* the block's input: the output's storage in inference (op_mlp_residual's into) */
+        tensor *a = attn_forward(b->core, qkv[0], qkv[1], qkv[2]), *input = x;
         x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, &attn_dp);
         drop_path mlp_dp = op_drop_path(dp, o->rng, B);
-        x = nn_mlp_residual(&b->mlp, &b->norm2, x, &mlp_dp);
+        x = nn_mlp_residual(&b->mlp, &b->norm2, x, &mlp_dp, input);
         x = tensor_keep(&mark, x); /* inference: only the block's output survives it */
     }
     x = op_slice(nn_layernorm_forward(&d->norm, x), 1, 0, 1);

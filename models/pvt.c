@@ -122,6 +122,7 @@ static void *pvt_build(model *m) {
 
 static tensor *pvt_block_forward(const pvt_block *b, tensor *x, int R, bool v2, const forward_opts *o) {
     int B = x->shape[0], C = x->shape[2];
+    tensor *input = x; /* the output's storage in inference (op_mlp_residual's into) */
     float dp = o->train ? b->drop_path : 0.0f;
     /* each branch runs on the samples its drop path keeps (taken of them) */
     drop_path attn_dp = op_drop_path(dp, o->rng, B);
@@ -138,7 +139,7 @@ static tensor *pvt_block_forward(const pvt_block *b, tensor *x, int R, bool v2, 
     drop_path mlp_dp = op_drop_path(dp, o->rng, B);
     if (!v2) /* timm's Mlp: the fused step */
         return op_mlp_residual(x, b->norm2.w, b->norm2.b, b->norm2.eps, b->fc1.w, b->fc1.b,
-                               b->fc2.w, b->fc2.b, &mlp_dp);
+                               b->fc2.w, b->fc2.b, &mlp_dp, input);
     tensor *h =
         op_layernorm_linear(x, b->norm2.w, b->norm2.b, b->norm2.eps, b->fc1.w, b->fc1.b, &mlp_dp);
     int hidden = h->shape[2];

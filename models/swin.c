@@ -129,6 +129,7 @@ static void *swin_build(model *m) {
 
 static tensor *swin_block_forward(const swin_block *b, tensor *x, int R, const forward_opts *o) {
     int B = x->shape[0], C = x->shape[2], w = b->window;
+    tensor *input = x; /* the output's storage in inference (op_mlp_residual's into) */
     float dp = o->train ? b->drop_path : 0.0f;
     /* the attention branch runs on the samples its drop path keeps */
     drop_path attn_dp = op_drop_path(dp, o->rng, B);
@@ -141,7 +142,7 @@ static tensor *swin_block_forward(const swin_block *b, tensor *x, int R, const f
     x = op_residual_linear_windows(RESHAPE(x, B, R, R, C), y, b->proj.w, b->proj.b, w, w, b->shift,
                                    &attn_dp);
     drop_path mlp_dp = op_drop_path(dp, o->rng, B);
-    return nn_mlp_residual(&b->mlp, &b->norm2, RESHAPE(x, B, R * R, C), &mlp_dp);
+    return nn_mlp_residual(&b->mlp, &b->norm2, RESHAPE(x, B, R * R, C), &mlp_dp, input);
 }
 
 /* 2x2 patch merging: channels ordered (even row, even col), (odd row, even col), (even row, odd

@@ -179,7 +179,7 @@ static tensor *layernorm_linear_fn(tensor **in, const void *ctx) {
 
 static tensor *mlp_residual_fn(tensor **in, const void *ctx) {
     (void)ctx;
-    return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], NULL, NULL);
+    return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], NULL, NULL, NULL);
 }
 
 /* half the samples dropped: their rows are skipped in bf16 as in fp32 (op_mlp_residual) */
@@ -188,7 +188,7 @@ static tensor *mlp_residual_dropping_fn(tensor **in, const void *ctx) {
     rng r;
     rng_seed(&r, 6, RNG_DROPOUT); /* samples 0, 1 and 3 of 4 dropped */
     return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], NULL,
-                           DROP_PATH(0.5f, &r, in[0]));
+                           DROP_PATH(0.5f, &r, in[0]), NULL);
 }
 
 TEST(bf16_ops_follow_fp32_and_finite_differences) {
@@ -274,7 +274,7 @@ TEST(bf16_mlp_keeps_its_hidden_layer_in_bf16) {
         for (int p = 0; p < 2; p++) {
             vitc_set_precision(p ? PRECISION_BF16 : PRECISION_FP32, NULL);
             used[p] = vitc_data_arena()->used;
-            y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, NULL);
+            y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, NULL, NULL);
             used[p + 1] = vitc_data_arena()->used;
             h = tape_node_at(tape_size() - 2)->out;
             tape_reset();

@@ -215,7 +215,7 @@ TEST(mlp_residual_skips_the_dropped_samples) {
         rng d1, d2;
         rng_seed(&d1, 2, RNG_DROPOUT); /* samples 0 and 2 of 4 dropped */
         rng_seed(&d2, 2, RNG_DROPOUT);
-        tensor *y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, DROP_PATH(0.5f, &d1, res));
+        tensor *y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, DROP_PATH(0.5f, &d1, res), NULL);
         tensor *chain =
             op_residual_linear(res, op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1, NULL), w2, b2,
                                true, DROP_PATH(0.5f, &d2, res));
@@ -230,7 +230,7 @@ TEST(mlp_residual_skips_the_dropped_samples) {
         float *seed = malloc(sizeof(float) * (size_t)y->numel);
         for (int64_t i = 0; i < y->numel; i++) seed[i] = (float)(i % 7) - 3;
         rng_seed(&d1, 2, RNG_DROPOUT);
-        y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, DROP_PATH(0.5f, &d1, res));
+        y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, DROP_PATH(0.5f, &d1, res), NULL);
         res->grad = NULL;
         tape_backward_from(y, seed);
         int passed = 0;
@@ -259,7 +259,7 @@ static void expect_kept_backward_as_the_two_ops(bool bf16) {
         rng d1, d2;
         rng_seed(&d1, (uint64_t)seed, RNG_DROPOUT);
         rng_seed(&d2, (uint64_t)seed, RNG_DROPOUT);
-        tensor *y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, DROP_PATH(0.4f, &d1, res));
+        tensor *y = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, DROP_PATH(0.4f, &d1, res), NULL);
         tensor *h = bf16 ? op_layernorm_linear_bf16(res, lw, lb, 1e-5f, w1, b1, NULL)
                          : op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1, NULL);
         tensor *chain = op_residual_linear(res, h, w2, b2, true, DROP_PATH(0.4f, &d2, res));
@@ -291,7 +291,7 @@ static tensor *mlp_fn(tensor **in, const void *ctx) {
     rng r;
     rng_seed(&r, 99, RNG_DROPOUT); /* the same mask at every evaluation */
     return op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], in[6],
-                           DROP_PATH(0.4f, &r, in[0]));
+                           DROP_PATH(0.4f, &r, in[0]), NULL);
 }
 
 /* the MLP step in row chunks (few channels): as op_layernorm_linear then op_residual_linear, with and
@@ -308,7 +308,7 @@ TEST(mlp_residual_in_row_chunks_matches_the_two_ops_and_grad) {
         rng d1, d2;
         rng_seed(&d1, 5, RNG_DROPOUT);
         rng_seed(&d2, 5, RNG_DROPOUT);
-        tensor *fused = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, DROP_PATH(p, &d1, res));
+        tensor *fused = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, DROP_PATH(p, &d1, res), NULL);
         tensor *chain =
             op_residual_linear(res, op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1, NULL), w2, b2,
                                true, DROP_PATH(p, &d2, res));
@@ -317,12 +317,20 @@ TEST(mlp_residual_in_row_chunks_matches_the_two_ops_and_grad) {
         EXPECT(err < 1e-4, "p %g: gradients differ from the two ops' by %g", p, err);
     }
     bool was = tape_set_grad_enabled(false);
-    tensor *plain = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, NULL);
+    tensor *plain = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, NULL, NULL);
     tensor *chain = op_residual_linear(res, op_layernorm_linear(res, lw, lb, 1e-5f, w1, b1, NULL),
                                        w2, b2, true, NULL);
+    /* into: the output in its storage when nothing is recorded, the same values; ignored when
+     * recording (the backward reads the tensor it would overwrite) */
+    tensor *dead = TENSOR(B, rows, C), *into = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2,
+                                                                NULL, dead);
+    EXPECT(into->data == dead->data && !memcmp(into->data, plain->data, sizeof(float) * res->numel),
+           "without recording, into: %s", into->data == dead->data ? "other values" : "not its storage");
     tape_set_grad_enabled(was);
     EXPECT(max_rel_diff(plain->data, chain->data, chain->numel) < 1e-5, "without recording");
-    EXPECT_ERROR(op_mlp_residual(res, lw, lb, 1e-5f, w2, b1, w2, b2, NULL),
+    tensor *recorded = op_mlp_residual(res, lw, lb, 1e-5f, w1, b1, w2, b2, NULL, dead);
+    EXPECT(recorded->data != dead->data, "recording, the output took into's storage");
+    EXPECT_ERROR(op_mlp_residual(res, lw, lb, 1e-5f, w2, b1, w2, b2, NULL, NULL),
                  "fc1 (8, 32), fc2 (8, 32) do not match");
     tensor *xs = LEAF(&r, 1, 2, 3, 4), *lws = LEAF(&r, 1, 4), *lbs = LEAF(&r, 1, 4), *w1s = LEAF(&r, 0.5f, 6, 4);
     tensor *b1s = LEAF(&r, 1, 6), *w2s = LEAF(&r, 0.5f, 4, 6), *b2s = LEAF(&r, 1, 4);

@@ -70,7 +70,7 @@ void nn_mlp_init(nn_mlp *m, param_store *ps, const char *name, int dim, int hidd
 }
 
 tensor *nn_mlp_residual(const nn_mlp *m, const nn_layernorm *norm, tensor *res,
-                        const drop_path *d) {
+                        const drop_path *d, tensor *into) {
     return op_mlp_residual(res, norm->w, norm->b, norm->eps, m->fc1.w, m->fc1.b, m->fc2.w, m->fc2.b,
-                           d);
+                           d, into);
 }

@@ -39,5 +39,7 @@ typedef struct nn_mlp {
 /* fc1 (dim -> hidden), GELU, fc2 (hidden -> dim) as timm's Mlp */
 void nn_mlp_init(nn_mlp *m, param_store *ps, const char *name, int dim, int hidden);
 /* res + drop_path(fc2(gelu(fc1(norm(res))))) with the drop path d (or NULL): the pre-norm MLP as
- * one residual step, keeping neither the normalised input nor the GELU (op_mlp_residual) */
-tensor *nn_mlp_residual(const nn_mlp *m, const nn_layernorm *norm, tensor *res, const drop_path *d);
+ * one residual step, keeping neither the normalised input nor the GELU (op_mlp_residual, whose
+ * `into` a block passes its input as) */
+tensor *nn_mlp_residual(const nn_mlp *m, const nn_layernorm *norm, tensor *res, const drop_path *d,
+                        tensor *into);

@@ -168,9 +168,12 @@ tensor *op_residual_linear(tensor *res, tensor *h, tensor *w, tensor *b, bool ge
  * the samples d drops; above, as the two ops. Under --precision bf16 the hidden layer kept for the
  * backward is bf16, as autocast keeps fc1's output: the GELU reads it rounded in the forward as in
  * the backward, and fc2's product rounds its operands anyway; it is the step's largest activation,
- * 4 channels for each of res's. */
+ * 4 channels for each of res's. In inference (nothing recorded) the chunked step's output takes the
+ * storage of `into` when given: a tensor of res's size that nothing reads again, such as the
+ * block's input once its attention branch is added, so that the block's output lies below the
+ * block's intermediates and outlives their release without a copy (tensor_keep). */
 tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
-                        tensor *w2, tensor *b2, const drop_path *d);
+                        tensor *w2, tensor *b2, const drop_path *d, tensor *into);
 /* The widest res whose MLP step runs in row chunks. In fp32 each chunk's products pack the weights
  * again, which above 192 channels costs more than the hidden tensor's trips through memory that the
  * chunks save; bf16 packs them once a step and gains at every width measured, to swin_b's 1024

@@ -378,7 +378,7 @@ int mlp_chunked_max_channels(void) {
 }
 
 tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tensor *w1, tensor *b1,
-                        tensor *w2, tensor *b2, const drop_path *d) {
+                        tensor *w2, tensor *b2, const drop_path *d, tensor *into) {
     int C = res->shape[res->ndim - 1], H = w1->shape[0];
     bool record = tape_grad_enabled(), keep_bf16 = record && op_keeps_bf16();
     if (C > mlp_chunked_max_channels()) {
@@ -398,8 +398,10 @@ tensor *op_mlp_residual(tensor *res, tensor *ln_w, tensor *ln_b, float eps, tens
      * (their rows of h are not computed) */
     const float *kept =
         drop_path_kept(d, res, "mlp_residual") || (mask && !d->kept) ? d->keep : NULL;
-    tensor *out = tensor_like(res), *mean = TENSOR((int)dims.M), *rstd = TENSOR((int)dims.M),
-           *h = NULL;
+    bool in_into = !record && into && into->numel == res->numel && !into->bf16 &&
+                   into->data != res->data;
+    tensor *out = in_into ? tensor_view(into, res->ndim, res->shape) : tensor_like(res);
+    tensor *mean = TENSOR((int)dims.M), *rstd = TENSOR((int)dims.M), *h = NULL;
     if (record) {
         int shape[TENSOR_MAX_DIMS];
         for (int i = 0; i < res->ndim; i++) shape[i] = res->shape[i];

@@ -129,7 +129,7 @@ static tensor *mlp_residual(tensor **in, const void *ctx) {
     const reg_ctx *c = ctx;
     rng r = stream();
     tensor *out = op_mlp_residual(in[0], in[1], in[2], 1e-5f, in[3], in[4], in[5], in[6],
-                                  DROP_PATH(c->p, &r, in[0]));
+                                  DROP_PATH(c->p, &r, in[0]), NULL);
     if (c->hidden_bf16) *c->hidden_bf16 = tape_node_at(tape_size() - 2)->out->bf16;
     return out;
 }
