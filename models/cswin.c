@@ -154,10 +154,10 @@ static tensor *cswin_forward(model *m, tensor *images, const forward_opts *o) {
     x = nn_layernorm_forward(&net->stem_norm, RESHAPE(x, B, x->shape[1] * x->shape[2], x->shape[3]));
     for (int s = 0; s < net->n_stages; s++) {
         const cswin_stage *st = &net->stages[s];
-        for (int j = 0; j < st->depth; j++) {
-            arena_mark mark = arena_get_mark(&vitc_arena);
-            x = tensor_keep(&mark, cswin_block_forward(&st->blocks[j], x, st->res, o));
-        }
+        /* inference: each block's output is kept at the stage's mark, over the one before (the
+         * block's input, read no more) */
+        arena_mark mark = arena_get_mark(&vitc_arena);
+        for (int j = 0; j < st->depth; j++) x = tensor_keep(&mark, cswin_block_forward(&st->blocks[j], x, st->res, o));
         if (s + 1 < net->n_stages) {
             tensor *y = nn_conv2d_forward(&st->merge, RESHAPE(x, B, st->res, st->res, st->dim));
             x = nn_layernorm_forward(&st->merge_norm, RESHAPE(y, B, y->shape[1] * y->shape[2], y->shape[3]));

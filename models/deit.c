@@ -69,9 +69,11 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
     tensor *cls = op_expand(d->cls_token, 3, (int[]){B, 1, C});
     x = op_add(op_concat(2, (tensor *[]){cls, x}, 1), d->pos_embed);
     x = op_dropout(x, o->train ? (float)m->cfg.drop_rate : 0.0f, o->rng);
+    /* inference: each block's output is kept at this mark, over the one before (the block's
+     * input, read no more) */
+    arena_mark mark = arena_get_mark(&vitc_arena);
     for (int i = 0; i < d->depth; i++) {
         deit_block *b = &d->blocks[i];
-        arena_mark mark = arena_get_mark(&vitc_arena);
         float dp = o->train ? b->drop_path : 0.0f;
         /* the attention branch runs on the samples its drop path keeps */
         drop_path attn_dp = op_drop_path(dp, o->rng, B);
@@ -83,7 +85,7 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
         x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, &attn_dp);
         drop_path mlp_dp = op_drop_path(dp, o->rng, B);
         x = nn_mlp_residual(&b->mlp, &b->norm2, x, &mlp_dp, input);
-        x = tensor_keep(&mark, x); /* inference: only the block's output survives it */
+        x = tensor_keep(&mark, x);
     }
     x = op_slice(nn_layernorm_forward(&d->norm, x), 1, 0, 1);
     return model_classify(&d->head, RESHAPE(x, B, C), o);

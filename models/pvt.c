@@ -158,10 +158,10 @@ static tensor *pvt_forward(model *m, tensor *images, const forward_opts *o) {
         int R = st->res, C = st->dim;
         x = nn_layernorm_forward(&st->patch_norm, RESHAPE(nn_conv2d_forward(&st->patch, x), B, R * R, C));
         if (st->pos_embed) x = op_add(x, st->pos_embed);
-        for (int j = 0; j < st->depth; j++) {
-            arena_mark mark = arena_get_mark(&vitc_arena);
-            x = tensor_keep(&mark, pvt_block_forward(&st->blocks[j], x, R, net->v2, o));
-        }
+        /* inference: each block's output is kept at the stage's mark, over the one before (the
+         * block's input, read no more) */
+        arena_mark mark = arena_get_mark(&vitc_arena);
+        for (int j = 0; j < st->depth; j++) x = tensor_keep(&mark, pvt_block_forward(&st->blocks[j], x, R, net->v2, o));
         if (net->v2) x = nn_layernorm_forward(&st->norm, x);
         if (s + 1 < net->n_stages) x = RESHAPE(x, B, R, R, C);
     }

@@ -180,9 +180,11 @@ static tensor *sit_forward(model *m, tensor *images, const forward_opts *o) {
     tensor *cond = op_silu(condition(s, &m->cfg, B, o));
     tensor *x = RESHAPE(nn_conv2d_forward(&s->x_embed, images), B, N, D);
     x = op_add(x, s->pos_embed);
+    /* inference: each block's output is kept at this mark, over the one before (the block's
+     * input, read no more) */
+    arena_mark mark = arena_get_mark(&vitc_arena);
     for (int i = 0; i < s->depth; i++) {
         sit_block *b = &s->blocks[i];
-        arena_mark mark = arena_get_mark(&vitc_arena);
         tensor *mod[6]; /* shift, scale, gate of the attention; shift, scale, gate of the MLP */
         nn_linear_chunks(&b->ada, cond, 6, mod);
         tensor *qkv[3];
@@ -191,7 +193,7 @@ static tensor *sit_forward(model *m, tensor *images, const forward_opts *o) {
         x = op_gated_residual(x, mod[2], a);
         tensor *h = nn_linear_forward(&b->fc1, op_layernorm_modulate(x, mod[3], mod[4], 1e-6f));
         x = op_gated_residual(x, mod[5], nn_linear_forward(&b->fc2, op_gelu_tanh(h)));
-        x = tensor_keep(&mark, x); /* inference: only the block's output survives it */
+        x = tensor_keep(&mark, x);
     }
     tensor *fm[2]; /* shift, scale */
     nn_linear_chunks(&s->final_ada, cond, 2, fm);

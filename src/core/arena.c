@@ -248,6 +248,12 @@ void *arena_keep(arena *a, arena_mark m, void *data, size_t bytes) {
     size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
     const memory_ops *mem = memory_of(a);
     char *dst = m.chunk->base + m.offset;
+    if (dst == (char *)data) { /* already in its place */
+        arena_release(a, m);
+        m.chunk->offset = m.offset + need;
+        a->used = m.used + need;
+        return dst;
+    }
     /* no room at the mark, or a move onto itself that a device copy does not allow: park the block
      * elsewhere while the arena lets go of the rest */
     if (m.offset + need > m.chunk->size || (a->mem && dst + bytes > (char *)data)) {
