@@ -274,52 +274,16 @@ static inline __attribute__((always_inline)) void softmax_features_grad_nv(float
         }
     }
 }
-
-static void softmax_tokens_vec(float *kh, const float *k, int m, int d, int C) {
-    switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
-    case 1: softmax_tokens_nv(kh, k, m, d, C, 1); break;
-    case 2: softmax_tokens_nv(kh, k, m, d, C, 2); break;
-    case 3: softmax_tokens_nv(kh, k, m, d, C, 3); break;
-    default: softmax_tokens_nv(kh, k, m, d, C, 4); break;
-    }
-}
-
-static void softmax_features_vec(float *qh, const float *q, int n, int d, int C) {
-    switch ((d + 15) / 16) {
-    case 1: softmax_features_nv(qh, q, n, d, C, 1); break;
-    case 2: softmax_features_nv(qh, q, n, d, C, 2); break;
-    case 3: softmax_features_nv(qh, q, n, d, C, 3); break;
-    default: softmax_features_nv(qh, q, n, d, C, 4); break;
-    }
-}
-
-static void softmax_tokens_grad_vec(float *dk, int C, const float *kh, const float *dkh, int m,
-                                    int d) {
-    switch ((d + 15) / 16) {
-    case 1: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 1); break;
-    case 2: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 2); break;
-    case 3: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 3); break;
-    default: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 4); break;
-    }
-}
-
-static void softmax_features_grad_vec(float *dq, int C, const float *qh, const float *dqh, int n,
-                                      int d) {
-    switch ((d + 15) / 16) {
-    case 1: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 1); break;
-    case 2: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 2); break;
-    case 3: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 3); break;
-    default: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 4); break;
-    }
-}
 #endif
 
 /* kh (m, d) = softmax over the m tokens of each channel of a head's k (row stride C) */
 static void softmax_tokens(float *kh, const float *k, int m, int d, int C) {
 #ifdef __AVX512F__
-    if (d <= 64) {
-        softmax_tokens_vec(kh, k, m, d, C);
-        return;
+    switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
+    case 1: softmax_tokens_nv(kh, k, m, d, C, 1); return;
+    case 2: softmax_tokens_nv(kh, k, m, d, C, 2); return;
+    case 3: softmax_tokens_nv(kh, k, m, d, C, 3); return;
+    case 4: softmax_tokens_nv(kh, k, m, d, C, 4); return;
     }
 #endif
     float mx[d], sum[d];
@@ -340,9 +304,11 @@ static void softmax_tokens(float *kh, const float *k, int m, int d, int C) {
 /* qh (n, d) = softmax over the d features of each token of a head's q (row stride C) */
 static void softmax_features(float *qh, const float *q, int n, int d, int C) {
 #ifdef __AVX512F__
-    if (d <= 64) {
-        softmax_features_vec(qh, q, n, d, C);
-        return;
+    switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
+    case 1: softmax_features_nv(qh, q, n, d, C, 1); return;
+    case 2: softmax_features_nv(qh, q, n, d, C, 2); return;
+    case 3: softmax_features_nv(qh, q, n, d, C, 3); return;
+    case 4: softmax_features_nv(qh, q, n, d, C, 4); return;
     }
 #endif
     for (int i = 0; i < n; i++) {
@@ -354,9 +320,11 @@ static void softmax_features(float *qh, const float *q, int n, int d, int C) {
 /* dk (m rows, stride C) += softmax_tokens's gradient from dkh, the gradient of its result kh */
 static void softmax_tokens_grad(float *dk, int C, const float *kh, const float *dkh, int m, int d) {
 #ifdef __AVX512F__
-    if (d <= 64) {
-        softmax_tokens_grad_vec(dk, C, kh, dkh, m, d);
-        return;
+    switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
+    case 1: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 1); return;
+    case 2: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 2); return;
+    case 3: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 3); return;
+    case 4: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 4); return;
     }
 #endif
     float dot[d]; /* per channel */
@@ -372,9 +340,11 @@ static void softmax_tokens_grad(float *dk, int C, const float *kh, const float *
 static void softmax_features_grad(float *dq, int C, const float *qh, const float *dqh, int n,
                                   int d) {
 #ifdef __AVX512F__
-    if (d <= 64) {
-        softmax_features_grad_vec(dq, C, qh, dqh, n, d);
-        return;
+    switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
+    case 1: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 1); return;
+    case 2: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 2); return;
+    case 3: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 3); return;
+    case 4: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 4); return;
     }
 #endif
     for (int i = 0; i < n; i++) {
