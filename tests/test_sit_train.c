@@ -138,9 +138,13 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
     code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --jsd %s/r.csv",
                work, work, work);
     EXPECT(code == 2 && strstr(out, "--jsd: the score reads softmax attention; block 0"), "exit %d:\n%s", code, out);
+    bool plots = run(out, sizeof(out), "command -v gnuplot") == 0;
+    if (!plots) printf("    the --jsd plot is left out: gnuplot is not installed (apt-get install gnuplot-nox)\n");
+    char plot[400] = "";
+    if (plots) snprintf(plot, sizeof(plot), " && tools/plot.sh --jsd %s/r.csv --out %s/plot", work, work);
     code = run(out, sizeof(out), "./train %s --set run.name=sit_native --set model.attn=native --set train.epochs=1 && "
                "./sample --ckpt %s/runs/sit_native/last.safetensors --out %s/x.png --n 2 --steps 5 --jsd %s/r.csv "
-               "--threads 2 && tools/plot.sh --jsd %s/r.csv --out %s/plot", sit_settings(), work, work, work, work, work);
+               "--threads 2%s", sit_settings(), work, work, work, plot);
     EXPECT(code == 0 && strstr(out, "at 5 network evaluations") && strstr(out, "wrote"), "exit %d:\n%s", code, out);
     char csv[400];
     snprintf(csv, sizeof(csv), "%s/r.csv", work);
@@ -158,8 +162,10 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
     }
     fclose(f);
     EXPECT(rows == 5 * 2 * 2 && bad_rows == 0, "%d rows (want 5 evaluations x 2 layers x 2 heads), %d bad", rows, bad_rows);
-    code = run(out, sizeof(out), "test -s %s/plot_jsd.png", work);
-    EXPECT(code == 0, "no plot");
+    if (plots) {
+        code = run(out, sizeof(out), "test -s %s/plot_jsd.png", work);
+        EXPECT(code == 0, "no plot");
+    }
     /* --judge with a tiny classifier of the same 3 classes: the share classified as their class and
      * the Frechet distance to the 12 real validation images */
     code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=judge_clf --set train.epochs=1 "
