@@ -178,4 +178,10 @@ TEST(gelu_fast_path_matches_libm_erf) {
     for (int i = 0; i < 6; i++)
         EXPECT(far[i] > 0 ? g->data[i] == far[i] : g->data[i] == 0.0f && !isnan(g->data[i]),
                "gelu(%g) = %g", far[i], g->data[i]);
+    /* a NaN passes through, in a vector's lanes and in a block's last, partial vector */
+    tensor *n = TENSOR(19);
+    for (int i = 0; i < 19; i++) n->data[i] = i == 3 || i == 17 ? NAN : 0.5f;
+    tensor *gn = op_gelu(n);
+    for (int i = 0; i < 19; i++)
+        EXPECT(isnan(gn->data[i]) == (i == 3 || i == 17), "gelu(%g) = %g", n->data[i], gn->data[i]);
 }

@@ -293,6 +293,51 @@ static void normal_cdf_pdf_block(float *cdf, float *pdf, const float *x, int m) 
         _mm512_mask_storeu_ps(pdf + i, lanes(m - i), d);
     }
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+/* The same with AVX2's 8 lanes, 1/q by vrcpps and a Newton step (relative error ~1e-7): the vector
+ * form of the scalar code waited on vdivps here too (1.95 -> 0.95 ns per value, one thread of a Zen
+ * 3) */
+static inline void normal_cdf_pdf8(__m256 x, __m256 *cdf, __m256 *pdf) {
+    __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    __m256 phi = _mm256_mul_ps(_mm256_set1_ps(0.3989422804f),
+                               fast_exp8(_mm256_mul_ps(_mm256_mul_ps(a, a), _mm256_set1_ps(-0.5f))));
+    __m256 t = _mm256_min_ps(a, _mm256_set1_ps(16.0f));
+    __m256 p = _mm256_set1_ps(0.008149668091116969f), q = _mm256_set1_ps(0.008149121843460332f);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.08667197060864167f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.4131903259108038f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.0343822228064203f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.2533141383628137f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(0.08669257456310481f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(0.4209841896118687f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.1248052645001267f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.62320223549615f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.0f));
+    __m256 inv_q = _mm256_rcp_ps(q);
+    inv_q = _mm256_mul_ps(inv_q, _mm256_fnmadd_ps(q, inv_q, _mm256_set1_ps(2.0f)));
+    __m256 tail = _mm256_mul_ps(_mm256_mul_ps(phi, p), inv_q);
+    __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    *cdf = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), tail), tail, negative);
+    *pdf = phi;
+}
+
+static void normal_cdf_pdf_block(float *cdf, float *pdf, const float *x, int m) {
+    int i = 0;
+    for (; i + 8 <= m; i += 8) {
+        __m256 c, d;
+        normal_cdf_pdf8(_mm256_loadu_ps(x + i), &c, &d);
+        _mm256_storeu_ps(cdf + i, c);
+        _mm256_storeu_ps(pdf + i, d);
+    }
+    if (i == m) return;
+    float in[8] = {0}, out_cdf[8], out_pdf[8];
+    __m256 c, d;
+    memcpy(in, x + i, sizeof(float) * (size_t)(m - i));
+    normal_cdf_pdf8(_mm256_loadu_ps(in), &c, &d);
+    _mm256_storeu_ps(out_cdf, c);
+    _mm256_storeu_ps(out_pdf, d);
+    memcpy(cdf + i, out_cdf, sizeof(float) * (size_t)(m - i));
+    memcpy(pdf + i, out_pdf, sizeof(float) * (size_t)(m - i));
+}
 #else
 static inline void normal_cdf_pdf(float x, float *cdf, float *pdf) {
     float a = fabsf(x);
