@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Fits the rational approximation R(a) = P(a) / Q(a), Q(0) = 1, deg P = 4, deg Q = 5, of the Mills
 ratio M(a) = Phi(-a) / phi(a) on [0, 7] that src/cpu/elementwise.c uses for GELU: linearised least
-squares P - M (Q - 1) = M, reweighted towards the worst relative errors. Prints the coefficients and
-the relative error of R evaluated in float32. Needs numpy."""
+squares P - M (Q - 1) = M, reweighted towards the worst relative errors. Prints the coefficients,
+highest degree first as mills_p and mills_q hold them, and the relative error of R evaluated in
+float32. Needs numpy."""
 from math import erfc, pi, sqrt
 
 import numpy as np
@@ -33,7 +34,7 @@ for _ in range(40):
     w /= w.max()
 af = a.astype(np.float32)
 rel32 = np.abs(horner(P.astype(np.float32), af) / horner(Q.astype(np.float32), af) / mills - 1)
-print("P", [float(c) for c in P])
-print("Q", [float(c) for c in Q])
+print("mills_p", [float(c) for c in P[::-1]])
+print("mills_q", [float(c) for c in Q[::-1]])
 print("relative error: float64 %.2e, float32 %.2e; min Q on [0, 50] %.3f"
       % (err.max(), rel32.max(), horner(Q, np.linspace(0, 50, 5000)).min()))
