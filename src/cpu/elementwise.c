@@ -293,8 +293,7 @@ static void normal_cdf_pdf_block(float *cdf, float *pdf, const float *x, int m) 
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 /* The same with AVX2's 8 lanes, 1/q by vrcpps and a Newton step (relative error ~1e-7): the vector
- * form of the scalar code waited on vdivps here too (1.95 -> 0.95 ns per value, one thread of a Zen
- * 3) */
+ * form of the scalar code waited on vdivps here too (docs/performance.md, stop 58) */
 static inline void normal_cdf_pdf8(__m256 x, __m256 *cdf, __m256 *pdf) {
     __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
     __m256 phi = _mm256_mul_ps(_mm256_set1_ps(0.3989422804f),
