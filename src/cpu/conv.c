@@ -176,8 +176,10 @@ static inline int64_t grid_pixel(int64_t bi, int y, int xx, int H, int W, int le
     return bi * (lead + (int64_t)H * W) + lead + (int64_t)y * W + xx;
 }
 
-/* The lanes [c, c + n) of a channel block, n up to 16 (C's last block may be partial). */
-static inline vec16 load_lanes(const float *p, int n) {
+/* The lanes [c, c + n) of a channel block, n up to 16 (C's last block may be partial). Always
+ * inlined: without AVX-512 a vec16 passed out of line changes the ABI, and GCC split load_lanes's
+ * memcpy branch into a function of its own that returns one (-Wpsabi, an error under -Werror). */
+static inline __attribute__((always_inline)) vec16 load_lanes(const float *p, int n) {
     if (n == 16) return load16(p);
 #ifdef __AVX512F__
     return (vec16)_mm512_maskz_loadu_ps(lanes(n), p);
@@ -188,7 +190,7 @@ static inline vec16 load_lanes(const float *p, int n) {
 #endif
 }
 
-static inline void store_lanes(float *p, vec16 v, int n) {
+static inline __attribute__((always_inline)) void store_lanes(float *p, vec16 v, int n) {
     if (n == 16) store16(p, v);
     else
 #ifdef __AVX512F__
