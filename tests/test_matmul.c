@@ -1,10 +1,9 @@
-/* linear and batched matmul: finite differences and a naive reference; gemm_strided's thread splits,
- * gemm_nt's tiles and gemm_packed's. */
+/* linear and batched matmul: finite differences and a naive reference; gemm_strided's thread splits
+ * and gemm_nt's tiles. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "../src/cpu/gemm_nt.h"
-#include "../src/cpu/gemm_packed.h"
 #include "../src/cpu/matmul.h"
 #include "../src/ops/ops.h"
 #include "gradcheck.h"
@@ -90,9 +89,9 @@ TEST(matmul_matches_naive_reference) {
 }
 
 /* gemm_strided's own thread splits (rows from 256 a thread, the inner dimension from 384) against
- * the naive product, on strided operands and accumulating into C (beta 1). With AVX-512, A·Bᵀ goes
- * to gemm_nt up to 1024 rows (the wide case keeps its OpenBLAS row split covered); with AVX2 all
- * but the inner split go to gemm_packed. */
+ * the naive product, on strided operands and accumulating into C (beta 1). A·Bᵀ goes to gemm_nt up
+ * to 1024 rows, or when narrow up to 4096 (AVX-512) or at any height (8-float vectors): the wide case
+ * keeps its OpenBLAS row split covered in every build. */
 TEST(gemm_thread_splits_match_naive_reference) {
     rng r;
     rng_seed(&r, 6, RNG_TEST);
@@ -165,60 +164,6 @@ TEST(gemm_nt_tiles_match_naive_reference) {
                cases[c].threads, alpha, beta, worst);
         EXPECT(cm->data[N] == pad_before, "%d x %d x %d: wrote past the row into C's padding", M, N, K);
     }
-}
-
-/* C = alpha op(A) op(B) + beta C by the naive product over strided operands; beta 0 leaves NaN in C
- * (not to be read) */
-static void gemm_case_reference(float *ref, tensor *a, tensor *b, tensor *cm, int M, int N, int K,
-                                bool ta, bool tb, int lda, int ldb, int ldc, float alpha, float beta) {
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double s = 0;
-            for (int k = 0; k < K; k++)
-                s += (double)(ta ? a->data[k * lda + i] : a->data[i * lda + k]) *
-                     (tb ? b->data[j * ldb + k] : b->data[k * ldb + j]);
-            ref[i * N + j] = (float)(alpha * s + (beta == 0.0f ? 0.0 : beta * cm->data[i * ldc + j]));
-            if (beta == 0.0f) cm->data[i * ldc + j] = NAN;
-        }
-}
-
-/* gemm_packed against the naive product in all four layouts: row and column splits, several blocks
- * of rows (120), of the inner dimension (384, cut in equal blocks) and of columns (3072), every short
- * tile (rows % 6, columns % 16 or 32, the inner dimension % 8 or 16), strided operands, one thread
- * and two, and beta as in BLAS */
-TEST(gemm_packed_matches_naive_reference) {
-    rng r;
-    rng_seed(&r, 9, RNG_TEST);
-    struct { int M, N, K, threads; float alpha, beta; } cases[] = {
-        {1100, 70, 41, 2, 1.0f, 1.0f}, {49, 300, 530, 2, 0.5f, 0.0f}, {7, 33, 17, 1, 1.0f, 0.0f},
-        {250, 21, 800, 2, 2.0f, 0.25f}, {5, 1, 3, 1, 1.0f, 1.0f},     {13, 3100, 9, 2, 1.0f, 0.0f},
-        {197, 64, 197, 1, 1.0f, 1.0f}, {3, 5, 0, 2, 1.0f, 0.5f}};
-    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
-        for (int layout = 0; layout < 4; layout++) {
-            bool ta = layout & 1, tb = layout & 2;
-            int M = cases[c].M, N = cases[c].N, K = cases[c].K, pad = 5;
-            int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-            float alpha = cases[c].alpha, beta = cases[c].beta;
-            /* (a row at least: an empty inner dimension is stored as no rows) */
-            tensor *a = RANDN(&r, 1, ta ? K + !K : M, lda), *b = RANDN(&r, 1, tb ? N : K + !K, ldb);
-            tensor *cm = RANDN(&r, 1, M, ldc);
-            float *ref = malloc(sizeof(float) * M * N);
-            gemm_case_reference(ref, a, b, cm, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
-            float pad_before = cm->data[N];
-            gemm_packed(ta, tb, M, N, K, alpha, a->data, lda, b->data, ldb, beta, cm->data, ldc,
-                        cases[c].threads);
-            double worst = 0;
-            for (int i = 0; i < M; i++)
-                for (int j = 0; j < N; j++) {
-                    double d = fabs(cm->data[i * ldc + j] - ref[i * N + j]) / (1 + fabs(ref[i * N + j]));
-                    worst = max_error(worst, d);
-                }
-            free(ref);
-            EXPECT(worst < 1e-4, "%d x %d x %d, ta %d tb %d, %d threads, alpha %g beta %g: rel diff %g",
-                   M, N, K, ta, tb, cases[c].threads, alpha, beta, worst);
-            EXPECT(cm->data[N] == pad_before, "%d x %d x %d: wrote past the row into C's padding", M,
-                   N, K);
-        }
 }
 
 TEST(linear_matches_naive_reference) {

@@ -9,7 +9,6 @@
 #include "bf16_store.h"
 #include "gemm_bf16.h"
 #include "gemm_nt.h"
-#include "gemm_packed.h"
 #include "shape.h"
 #include "simd.h"
 
@@ -35,15 +34,6 @@ static void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
  * 50176 x 288 x 96: 1.1-1.2x). */
 static bool gemm_nt_wins(int M, int N, int K) {
     return M <= 1024 || (N <= 384 && K <= 384 && (VEC == 8 || M <= 4096));
-}
-
-/* With AVX2, gemm_packed outruns OpenBLAS on the models' products (docs/performance.md, stop 59),
- * Swin's first stage most, except the narrowest forwards (batch 1's last stages, 49 rows), where
- * gemm_nt's unpacked rows win; with AVX-512 it has not been measured against the paths below.
- * Inside a parallel region (a product per thread) the paths below run, as they need no buffers. */
-static bool gemm_packed_wins(bool trans_a, bool trans_b, int M, int N, int threads) {
-    return VEC == 8 && !vitc_in_parallel() && (trans_a || !trans_b || M >= 96) &&
-           gemm_packed_shares(M, N, threads);
 }
 
 static void gemm_split_rows(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
@@ -92,10 +82,6 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
     int threads = gemm_threads();
     if (vitc_precision() == PRECISION_BF16) {
         gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads);
-        return;
-    }
-    if (gemm_packed_wins(trans_a, trans_b, M, N, threads)) {
-        gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads);
         return;
     }
     if (!trans_a && trans_b && gemm_nt_wins(M, N, K)) {

@@ -1,7 +1,6 @@
-/* GEMM kernels on raw row-major pointers: with AVX2 nearly all through gemm_packed, else through
- * OpenBLAS cblas_sgemm or, for a linear layer's forward at small shapes, gemm_nt's register tiles;
- * under --precision bf16 (core/precision.h) every one of them through gemm_bf16. Backward kernels
- * accumulate (+=) into their outputs. */
+/* GEMM kernels on raw row-major pointers, through OpenBLAS cblas_sgemm or, for a linear layer's
+ * forward at small shapes, gemm_nt's register tiles; under --precision bf16 (core/precision.h)
+ * every one of them through gemm_bf16. Backward kernels accumulate (+=) into their outputs. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
