@@ -1,5 +1,5 @@
 /* e^x for softmax and GELU: in plain arithmetic the compiler vectorises (libm's expf stops it), and
- * with AVX-512 in its own instructions, 16 lanes at a time. */
+ * with AVX-512 or AVX2 in their own instructions, 16 or 8 lanes at a time. */
 #pragma once
 #include <stdint.h>
 #include <string.h>
@@ -73,6 +73,12 @@ static inline void exp_shifted_row(float *p, int n, float shift) {
         __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes(n - j), p + j), s);
         _mm512_mask_storeu_ps(p + j, lanes(n - j), fast_exp16(x));
     }
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 s = _mm256_set1_ps(shift);
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(p + j, fast_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), s)));
+    for (; j < n; j++) p[j] = fast_expf(p[j] - shift);
 #else
     for (int j = 0; j < n; j++) p[j] = fast_expf(p[j] - shift);
 #endif

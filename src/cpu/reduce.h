@@ -4,7 +4,7 @@
 #pragma once
 #include <math.h>
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -47,13 +47,21 @@ static inline float reduce_dot(const float *x, const float *y, int n) {
 static inline float reduce_max(const float *x, int n) {
     float acc[REDUCE_LANES];
     int j = 0;
+    /* GCC leaves the plain loop below scalar (attention's softmax spent more on its maxima than on
+     * its exponentials); vmaxps(x, acc) is its comparison exactly, NaN in x ignored included */
 #ifdef __AVX512F__
-    /* GCC leaves the loop below scalar (attention's softmax spent more on its maxima than on its
-     * exponentials); vmaxps(x, acc) is its comparison exactly, NaN in x ignored included */
     __m512 maxima = _mm512_set1_ps(-INFINITY);
     for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
         maxima = _mm512_max_ps(_mm512_loadu_ps(x + j), maxima);
     _mm512_storeu_ps(acc, maxima);
+#elif defined(__AVX2__)
+    __m256 low = _mm256_set1_ps(-INFINITY), high = low; /* lanes 0-7 and 8-15 */
+    for (; j + REDUCE_LANES <= n; j += REDUCE_LANES) {
+        low = _mm256_max_ps(_mm256_loadu_ps(x + j), low);
+        high = _mm256_max_ps(_mm256_loadu_ps(x + j + 8), high);
+    }
+    _mm256_storeu_ps(acc, low);
+    _mm256_storeu_ps(acc + 8, high);
 #else
     for (int l = 0; l < REDUCE_LANES; l++) acc[l] = -INFINITY;
     for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
