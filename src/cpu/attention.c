@@ -379,7 +379,7 @@ static void recompute_probs(float *P, const float *lse, const float *q, const fl
     for (int i = 0; i < n; i++) {
         float *p = P + (size_t)i * m, row_lse = lse[(size_t)pair * n + i];
         attn_block_add_bias_mask(p, a, pair, i, i + 1, m);
-        for (int j = 0; j < m; j++) p[j] = fast_expf(p[j] - row_lse);
+        exp_shifted_row(p, m, row_lse);
     }
 }
 
