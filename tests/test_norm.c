@@ -1,4 +1,6 @@
 /* Norm family: layernorm, L2 norm, softmax with bias, mean — naive double references and gradients. */
+#include "../src/cpu/fast_exp.h"
+#include "../src/cpu/reduce.h"
 #include "../src/ops/ops.h"
 #include "gradcheck.h"
 
@@ -82,6 +84,37 @@ TEST(softmax_with_bias_matches_reference_and_grad) {
     EXPECT(fabsf(p->data[1] - 0.66524096f) < 1e-6f, "stable softmax %g", p->data[1]);
     tensor *bad = RANDN(&r, 1, 7, 5);
     EXPECT_ERROR(op_softmax(x, bad), "softmax: bias (7, 5) must equal the trailing dims");
+}
+
+/* softmax's row pieces in each machine's vector code (AVX-512, AVX2, or plain loops) against their
+ * scalar definitions, at every length up to several vectors and a tail: the maximum exactly, NaN
+ * ignored as `x > m` ignores it; the exponentials within fast_expf's error, below e^-87 nearly 0,
+ * NaN passed on */
+TEST(softmax_row_pieces_match_their_scalar_definitions) {
+    rng r;
+    rng_seed(&r, 45, RNG_TEST);
+    float x[70], y[70];
+    for (int n = 1; n <= 70; n++) {
+        for (int j = 0; j < n; j++) x[j] = j % 7 == 3 ? NAN : 20.0f * rng_normal(&r);
+        x[n - 1] = -INFINITY;
+        float want = -INFINITY;
+        for (int j = 0; j < n; j++) want = x[j] > want ? x[j] : want;
+        float got = reduce_max(x, n);
+        EXPECT(got == want, "max of %d: %g, want %g", n, got, want);
+        float shift = isinf(want) ? 0.0f : want;
+        for (int j = 0; j < n; j++) y[j] = x[j];
+        exp_shifted_row(y, n, shift);
+        for (int j = 0; j < n; j++) {
+            float d = x[j] - shift;
+            double e = exp((double)d);
+            if (isnan(d)) EXPECT(isnan(y[j]), "e^NaN at %d of %d: %g", j, n, y[j]);
+            else if (d < -87.0f)
+                EXPECT(y[j] >= 0 && y[j] < 2e-38f, "e^%g at %d of %d: %g", d, j, n, y[j]);
+            else
+                EXPECT(fabs(y[j] - e) <= 4e-7 * e, "e^%g at %d of %d: %g, want %g", d, j, n, y[j],
+                       e);
+        }
+    }
 }
 
 typedef struct {
