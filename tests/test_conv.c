@@ -71,6 +71,30 @@ static tensor *dw_of_product_fn(tensor **in, const void *ctx) {
     return op_dwconv2d(op_scale(in[0], 0.9f), in[1], in[2]);
 }
 
+/* the largest relative difference of w's gradient after seeding y = dwconv(x, w) with g from its
+ * definition, dw(c, t) = sum over the pixels p of g(p) x(p + t) (zero outside): a tighter check of
+ * the weight gradient's kernels than finite differences */
+static double dwconv_weight_grad_diff(const tensor *x, const tensor *w, const float *g, int k) {
+    int B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3], r = k / 2;
+    double worst = 0, scale = 0;
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < k * k; t++) {
+            double want = 0;
+            for (int b = 0; b < B; b++)
+                for (int i = 0; i < H; i++)
+                    for (int j = 0; j < W; j++) {
+                        int iy = i + t / k - r, ix = j + t % k - r;
+                        if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                        want += (double)g[(((size_t)b * H + i) * W + j) * C + c] *
+                                x->data[(((size_t)b * H + iy) * W + ix) * C + c];
+                    }
+            double diff = fabs(w->grad[c * k * k + t] - want);
+            worst = diff > worst ? diff : worst;
+            scale = fabs(want) > scale ? fabs(want) : scale;
+        }
+    return worst / (scale > 0 ? scale : 1);
+}
+
 TEST(dwconv2d_matches_grouped_conv_and_grad) {
     rng r;
     rng_seed(&r, 52, RNG_TEST);
@@ -90,6 +114,10 @@ TEST(dwconv2d_matches_grouped_conv_and_grad) {
                 conv_naive(ref->data, x, w, b, 1, k / 2, C);
                 double err = max_rel_diff(y->data, ref->data, y->numel);
                 EXPECT(err < 1e-5, "C %d k %d grid %d: rel diff %g", C, k, big, err);
+                tensor *g = RANDN(&r, 1, y->shape[0], y->shape[1], y->shape[2], C);
+                tape_backward_from(y, g->data);
+                err = dwconv_weight_grad_diff(x, w, g->data, k);
+                EXPECT(err < 1e-5, "C %d k %d grid %d: w's gradient, rel diff %g", C, k, big, err);
                 EXPECT(GRADCHECK(dw_fn, &k, x, w, b), "dwconv C %d k %d grid %d", C, k, big);
                 EXPECT(GRADCHECK(dw_fn, NULL, x, w), "dwconv C %d k %d grid %d without bias", C, k,
                        big);

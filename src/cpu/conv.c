@@ -341,9 +341,58 @@ weight_grad_row(float *pw, float *pb, const float *g_map, const float *x_map, in
     for (int t = 0; t < kk; t++) store_lanes(pw + (size_t)t * C + c, sums[t], n);
 }
 
+#if VEC == 8
+/* dw's sums over pixel xx's taps, for weight_grad_row8 */
+static inline __attribute__((always_inline)) void grad_taps8(vecf *sums, vecf g, const float *x_map,
+                                                             int xC, int H, int W, int y, int xx,
+                                                             int k, bool inside) {
+    int r = k / 2;
+#pragma GCC unroll 7
+    for (int ky = 0; ky < k; ky++) {
+        int iy = y + ky - r;
+        if (iy < 0 || iy >= H) continue;
+#pragma GCC unroll 7
+        for (int kx = 0; kx < k; kx++) {
+            int ix = xx + kx - r;
+            if (!inside && (ix < 0 || ix >= W)) continue;
+            sums[ky * k + kx] += g * load_vec(x_map + ((int64_t)iy * W + ix) * xC);
+        }
+    }
+}
+
+/* weight_grad_row for 8 channels in AVX2's own vectors: with 16 lanes its k*k sums (18 of the 16
+ * registers at 3 x 3) lived on the stack */
+static inline __attribute__((always_inline)) void
+weight_grad_row8(float *pw, float *pb, const float *g_map, const float *x_map, int xC, int C, int H,
+                 int W, int y, int k, int c) {
+    int r = k / 2, kk = k * k;
+    g_map += c, x_map += c;
+    vecf sums[DW_MAX_K * DW_MAX_K], bias_sum = load_vec(pb + c);
+#pragma GCC unroll 49
+    for (int t = 0; t < kk; t++) sums[t] = load_vec(pw + (size_t)t * C + c);
+    for (int xx = 0; xx < W; xx++) {
+        vecf g = load_vec(g_map + ((int64_t)y * W + xx) * C);
+        bias_sum += g;
+        if (xx >= r && xx < W - r) grad_taps8(sums, g, x_map, xC, H, W, y, xx, k, true);
+        else grad_taps8(sums, g, x_map, xC, H, W, y, xx, k, false);
+    }
+    store_vec(pb + c, bias_sum);
+#pragma GCC unroll 49
+    for (int t = 0; t < kk; t++) store_vec(pw + (size_t)t * C + c, sums[t]);
+}
+#endif
+
 static void weight_grad_rows(float *pw, float *pb, const float *g_map, const float *x_map, int xC,
                              int C, int H, int W, int y, int k) {
-    for (int c = 0; c < C; c += 16) {
+    int c = 0;
+#if VEC == 8
+    for (; c + 8 <= C; c += 8) {
+        if (k == 3) weight_grad_row8(pw, pb, g_map, x_map, xC, C, H, W, y, 3, c);
+        else if (k == 5) weight_grad_row8(pw, pb, g_map, x_map, xC, C, H, W, y, 5, c);
+        else weight_grad_row8(pw, pb, g_map, x_map, xC, C, H, W, y, k, c);
+    }
+#endif
+    for (; c < C; c += 16) {
         int n = C - c < 16 ? C - c : 16;
         if (k == 3)
             weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, 3, c, n);
