@@ -98,7 +98,7 @@ static double dwconv_weight_grad_diff(const tensor *x, const tensor *w, const fl
 TEST(dwconv2d_matches_grouped_conv_and_grad) {
     rng r;
     rng_seed(&r, 52, RNG_TEST);
-    /* 5 channels: a partial vector only; 21: a whole vector of 16 and a partial one (both on rows
+    /* 5 channels: a partial vector only; 21: whole vectors (of 16 or 8) and a partial one (on rows
      * of channel blocks); 69: more than 64, each pixel's channels in a loop (conv.c). On 7 x 5
      * every pixel is near a border, on 11 x 9 some are not for every k. */
     const int channels[] = {5, 21, 69};

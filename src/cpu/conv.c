@@ -176,49 +176,38 @@ static inline int64_t grid_pixel(int64_t bi, int y, int xx, int H, int W, int le
     return bi * (lead + (int64_t)H * W) + lead + (int64_t)y * W + xx;
 }
 
-/* The lanes [c, c + n) of a channel block, n up to 16 (C's last block may be partial). Always
- * inlined: without AVX-512 a vec16 passed out of line changes the ABI, and GCC split load_lanes's
- * memcpy branch into a function of its own that returns one (-Wpsabi, an error under -Werror). */
-static inline __attribute__((always_inline)) vec16 load_lanes(const float *p, int n) {
-    if (n == 16) return load16(p);
-#ifdef __AVX512F__
-    return (vec16)_mm512_maskz_loadu_ps(lanes(n), p);
+/* The lanes [c, c + n) of a channel block, n up to VEC (C's last block may be partial). Always
+ * inlined: a vector passed out of line changes the ABI in builds without the machine's vector
+ * instructions, and GCC split load_lanes's memcpy branch into a function of its own that returns
+ * one (-Wpsabi, an error under -Werror). */
+static inline __attribute__((always_inline)) vecf load_lanes(const float *p, int n) {
+    if (n == VEC) return load_vec(p);
+#if VEC == 16
+    return (vecf)_mm512_maskz_loadu_ps(lanes(n), p);
 #else
-    vec16 v = {0};
+    vecf v = {0};
     memcpy(&v, p, sizeof(float) * (size_t)n);
     return v;
 #endif
 }
 
-static inline __attribute__((always_inline)) void store_lanes(float *p, vec16 v, int n) {
-    if (n == 16) store16(p, v);
+static inline __attribute__((always_inline)) void store_lanes(float *p, vecf v, int n) {
+    if (n == VEC) store_vec(p, v);
     else
-#ifdef __AVX512F__
+#if VEC == 16
         _mm512_mask_storeu_ps(p, lanes(n), (__m512)v);
 #else
         memcpy(p, &v, sizeof(float) * (size_t)n);
 #endif
 }
 
-/* The depthwise convs (the forward, and x's gradient: dout's conv with the kernel turned half a
- * circle) compute out(p) = bias + base(p) + sum over the taps t of wt(t) in(p + t), zero outside
- * the grid, in one of two loop orders, each the faster on its side of CONV_ROWS_MAX_C channels
- * (docs/performance.md):
- *   - up to it, a row of one block of 16 channels at a time, the block's k*k kernel vectors in
- *     registers across the row (a loop over so few channels inside each tap costs more than the
- *     tap);
- *   - above it, each pixel's channels in a loop inside each tap, whose bounds are checked once for
- *     all of them (rows of blocks read k rows of the map again for every block).
- * Pixel strides ldo (out, and base: out itself, or NULL for none) and ldi (in); the row kernels'
- * maps start at the image's first grid pixel, and are written for a constant k where inlined, so
- * that the taps' loops unroll. A pixel whose columns are inside for every tap skips their checks. */
 #define CONV_ROWS_MAX_C 64
 
 /* The taps of pixel (y, xx) inside the grid, in's pixels of stride ld: without sums, returns acc +
  * the sum over them of wk(t) in(y + ky - r, xx + kx - r) (the conv); with sums, adds g times the
  * same pixels into sums(t) (the weights' gradient) and returns acc. */
-static inline __attribute__((always_inline)) vec16 taps(vec16 acc, const vec16 *wk, vec16 *sums,
-                                                        vec16 g, const float *in, int ld, int H,
+static inline __attribute__((always_inline)) vecf taps(vecf acc, const vecf *wk, vecf *sums,
+                                                        vecf g, const float *in, int ld, int H,
                                                         int W, int y, int xx, int k, int n,
                                                         bool inside) {
     int r = k / 2;
@@ -230,7 +219,7 @@ static inline __attribute__((always_inline)) vec16 taps(vec16 acc, const vec16 *
         for (int kx = 0; kx < k; kx++) {
             int ix = xx + kx - r;
             if (!inside && (ix < 0 || ix >= W)) continue;
-            vec16 v = load_lanes(in + ((int64_t)iy * W + ix) * ld, n);
+            vecf v = load_lanes(in + ((int64_t)iy * W + ix) * ld, n);
             if (sums)
                 sums[ky * k + kx] += g * v;
             else
@@ -245,31 +234,31 @@ conv_row(float *out, const float *base, int ldo, const float *in, int ldi, const
          const float *bias, int C, int H, int W, int y, int k, int c, int n) {
     int r = k / 2, kk = k * k;
     out += c, in += c, base = base ? base + c : NULL;
-    vec16 wk[DW_MAX_K * DW_MAX_K], b0 = bias ? load_lanes(bias + c, n) : (vec16){0};
+    vecf wk[DW_MAX_K * DW_MAX_K], b0 = bias ? load_lanes(bias + c, n) : (vecf){0};
 #pragma GCC unroll 49
     for (int t = 0; t < kk; t++) wk[t] = load_lanes(wt + (size_t)t * C + c, n);
     for (int xx = 0; xx < W; xx++) {
         int64_t p = (int64_t)y * W + xx;
-        vec16 acc = base ? b0 + load_lanes(base + p * ldo, n) : b0;
+        vecf acc = base ? b0 + load_lanes(base + p * ldo, n) : b0;
         if (xx >= r && xx < W - r)
-            acc = taps(acc, wk, NULL, (vec16){0}, in, ldi, H, W, y, xx, k, n, true);
+            acc = taps(acc, wk, NULL, (vecf){0}, in, ldi, H, W, y, xx, k, n, true);
         else
-            acc = taps(acc, wk, NULL, (vec16){0}, in, ldi, H, W, y, xx, k, n, false);
+            acc = taps(acc, wk, NULL, (vecf){0}, in, ldi, H, W, y, xx, k, n, false);
         store_lanes(out + p * ldo, acc, n);
     }
 }
 
 static void conv_rows(float *out, const float *base, int ldo, const float *in, int ldi,
                       const float *wt, const float *bias, int C, int H, int W, int y, int k) {
-    for (int c = 0; c < C; c += 16) {
-        int n = C - c < 16 ? C - c : 16;
+    int c = 0;
+    for (; c + VEC <= C; c += VEC) /* (n a constant: no test of it at every load) */
         if (k == 3)
-            conv_row(out, base, ldo, in, ldi, wt, bias, C, H, W, y, 3, c, n);
+            conv_row(out, base, ldo, in, ldi, wt, bias, C, H, W, y, 3, c, VEC);
         else if (k == 5)
-            conv_row(out, base, ldo, in, ldi, wt, bias, C, H, W, y, 5, c, n);
+            conv_row(out, base, ldo, in, ldi, wt, bias, C, H, W, y, 5, c, VEC);
         else
-            conv_row(out, base, ldo, in, ldi, wt, bias, C, H, W, y, k, c, n);
-    }
+            conv_row(out, base, ldo, in, ldi, wt, bias, C, H, W, y, k, c, VEC);
+    if (c < C) conv_row(out, base, ldo, in, ldi, wt, bias, C, H, W, y, k, c, C - c);
 }
 
 static void conv_pixel(float *o, const float *add, const float *in, int ldi, const float *wt,
@@ -325,82 +314,33 @@ weight_grad_row(float *pw, float *pb, const float *g_map, const float *x_map, in
                 int W, int y, int k, int c, int n) {
     int r = k / 2, kk = k * k;
     g_map += c, x_map += c;
-    vec16 sums[DW_MAX_K * DW_MAX_K], bias_sum = load_lanes(pb + c, n);
+    vecf sums[DW_MAX_K * DW_MAX_K], bias_sum = load_lanes(pb + c, n);
 #pragma GCC unroll 49
     for (int t = 0; t < kk; t++) sums[t] = load_lanes(pw + (size_t)t * C + c, n);
     for (int xx = 0; xx < W; xx++) {
-        vec16 g = load_lanes(g_map + ((int64_t)y * W + xx) * C, n);
+        vecf g = load_lanes(g_map + ((int64_t)y * W + xx) * C, n);
         bias_sum += g;
         if (xx >= r && xx < W - r)
-            taps((vec16){0}, NULL, sums, g, x_map, xC, H, W, y, xx, k, n, true);
+            taps((vecf){0}, NULL, sums, g, x_map, xC, H, W, y, xx, k, n, true);
         else
-            taps((vec16){0}, NULL, sums, g, x_map, xC, H, W, y, xx, k, n, false);
+            taps((vecf){0}, NULL, sums, g, x_map, xC, H, W, y, xx, k, n, false);
     }
     store_lanes(pb + c, bias_sum, n);
 #pragma GCC unroll 49
     for (int t = 0; t < kk; t++) store_lanes(pw + (size_t)t * C + c, sums[t], n);
 }
 
-#if VEC == 8
-/* dw's sums over pixel xx's taps, for weight_grad_row8 */
-static inline __attribute__((always_inline)) void grad_taps8(vecf *sums, vecf g, const float *x_map,
-                                                             int xC, int H, int W, int y, int xx,
-                                                             int k, bool inside) {
-    int r = k / 2;
-#pragma GCC unroll 7
-    for (int ky = 0; ky < k; ky++) {
-        int iy = y + ky - r;
-        if (iy < 0 || iy >= H) continue;
-#pragma GCC unroll 7
-        for (int kx = 0; kx < k; kx++) {
-            int ix = xx + kx - r;
-            if (!inside && (ix < 0 || ix >= W)) continue;
-            sums[ky * k + kx] += g * load_vec(x_map + ((int64_t)iy * W + ix) * xC);
-        }
-    }
-}
-
-/* weight_grad_row for 8 channels in AVX2's own vectors: with 16 lanes its k*k sums (18 of the 16
- * registers at 3 x 3) lived on the stack */
-static inline __attribute__((always_inline)) void
-weight_grad_row8(float *pw, float *pb, const float *g_map, const float *x_map, int xC, int C, int H,
-                 int W, int y, int k, int c) {
-    int r = k / 2, kk = k * k;
-    g_map += c, x_map += c;
-    vecf sums[DW_MAX_K * DW_MAX_K], bias_sum = load_vec(pb + c);
-#pragma GCC unroll 49
-    for (int t = 0; t < kk; t++) sums[t] = load_vec(pw + (size_t)t * C + c);
-    for (int xx = 0; xx < W; xx++) {
-        vecf g = load_vec(g_map + ((int64_t)y * W + xx) * C);
-        bias_sum += g;
-        if (xx >= r && xx < W - r) grad_taps8(sums, g, x_map, xC, H, W, y, xx, k, true);
-        else grad_taps8(sums, g, x_map, xC, H, W, y, xx, k, false);
-    }
-    store_vec(pb + c, bias_sum);
-#pragma GCC unroll 49
-    for (int t = 0; t < kk; t++) store_vec(pw + (size_t)t * C + c, sums[t]);
-}
-#endif
-
 static void weight_grad_rows(float *pw, float *pb, const float *g_map, const float *x_map, int xC,
                              int C, int H, int W, int y, int k) {
     int c = 0;
-#if VEC == 8
-    for (; c + 8 <= C; c += 8) {
-        if (k == 3) weight_grad_row8(pw, pb, g_map, x_map, xC, C, H, W, y, 3, c);
-        else if (k == 5) weight_grad_row8(pw, pb, g_map, x_map, xC, C, H, W, y, 5, c);
-        else weight_grad_row8(pw, pb, g_map, x_map, xC, C, H, W, y, k, c);
-    }
-#endif
-    for (; c < C; c += 16) {
-        int n = C - c < 16 ? C - c : 16;
+    for (; c + VEC <= C; c += VEC)
         if (k == 3)
-            weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, 3, c, n);
+            weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, 3, c, VEC);
         else if (k == 5)
-            weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, 5, c, n);
+            weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, 5, c, VEC);
         else
-            weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, k, c, n);
-    }
+            weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, k, c, VEC);
+    if (c < C) weight_grad_row(pw, pb, g_map, x_map, xC, C, H, W, y, k, c, C - c);
 }
 
 void dwconv2d_backward(float *dx, float dx_beta, float *dw, float *db, const float *dout,
