@@ -308,3 +308,29 @@ TEST(cli_sweep_table_refreshes_a_document) {
                "tools/doc_tables.sh %s/bad.md", work, work, work);
     EXPECT(code == 2 && strstr(out, "none/results.md: no such table"), "exit %d:\n%s", code, out);
 }
+
+/* tools/ab.sh: HEAD built in a worktree of its own against the working tree, in turn; its rows are
+ * medians of the runs' own figures */
+TEST(cli_ab_benches_two_revisions_in_turn) {
+    char out[16384];
+    if (run(out, sizeof(out), "git rev-parse --verify --quiet HEAD") != 0) SKIP("not a git checkout with a commit");
+    int code = run(out, sizeof(out), "ROUNDS=2 OPS=attention tools/ab.sh HEAD -- --model deit_t --mode infer "
+                   "--batch 1 --img 32 --iters 1 --threads 2");
+    EXPECT(code == 0 && strstr(out, "tools/ab.sh: HEAD against the working tree, 2 rounds in turn"),
+           "ab.sh exited %d:\n%s", code, out);
+    const char *img = strstr(out, "\nimg_s "), *attn = strstr(out, "\nattention forward_ms ");
+    double base = 0, fresh = 0, ratio = 0, attn_base = 0, attn_new = 0;
+    int img_read = img ? sscanf(img, " img_s %lf %lf %lf", &base, &fresh, &ratio) : 0;
+    int attn_read = attn ? sscanf(attn, " attention forward_ms %lf %lf", &attn_base, &attn_new) : 0;
+    EXPECT(img_read == 3 && base > 0 && fresh > 0 && fabs(ratio - fresh / base) < 2e-3 * ratio + 1e-3,
+           "img/s row: %.3f, %.3f, ratio %.3f:\n%s", base, fresh, ratio, out);
+    EXPECT(attn_read == 2 && attn_base > 0 && attn_new > 0, "attention's row:\n%s", out);
+    code = run(out, sizeof(out), "tools/ab.sh no-such-rev");
+    EXPECT(code == 2 && strstr(out, "no-such-rev: not a commit of this repository"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "ROUNDS=0 tools/ab.sh HEAD");
+    EXPECT(code == 2 && strstr(out, "ROUNDS=0: expected a whole number >= 1"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "OPS=attn tools/ab.sh HEAD -- --model deit_t --mode infer --batch 1 --img 32 "
+               "--iters 1");
+    EXPECT(code == 2 && strstr(out, "OPS: attn: not an op of this step's profile (") && strstr(out, " attention "),
+           "exit %d:\n%s", code, out);
+}
