@@ -4,8 +4,9 @@
 # are commits, each built in a worktree of its own; NEW left out is the working tree as it stands,
 # uncommitted changes included. Their `bench` runs alternate ROUNDS times (default 5) with the same
 # arguments (default: deit_t's training step at batch 16), so that the machine's drift falls on both
-# sides; prints each side's median img/s and NEW/BASE. With OPS=name,name,... each run also passes
-# --profile, and those ops' median forward and backward ms a step are printed beside.
+# sides; prints each side's median img/s (and each round's, to read the spread) and NEW/BASE. With
+# OPS=name,name,... each run also passes --profile, and those ops' median forward and backward ms a
+# step are printed beside.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() { echo "usage: tools/ab.sh BASE [NEW] [-- bench arguments]   (env: ROUNDS, OPS)"; }
@@ -79,6 +80,9 @@ row() {
 echo "tools/ab.sh: ${base} against ${new:-the working tree}, ${ROUNDS} rounds in turn: bench ${args[*]}"
 printf "%-24s %12s %12s %8s\n" "median of $ROUNDS" base new new/base
 row img_s img_s 3
+for side in base new; do
+  echo "  $side img/s by round: $(awk -v s=$side '$1 == s && $2 == "img_s" { printf "%s ", $3 }' "$tmp/runs")"
+done
 for op in ${OPS//,/ }; do
   row "$op forward_ms" "$op" 3
   row "$op backward_ms" "$op" 4
