@@ -1,7 +1,7 @@
 /* Core: arena, tape bookkeeping, op table, rng, error checks. */
 #include <math.h>
-#include <time.h>
 
+#include "../src/core/clock.h"
 #include "../src/core/memory.h"
 #include "../src/core/threads.h"
 #include "../src/ops/op_table.h"
@@ -292,24 +292,18 @@ TEST(tape_records_only_with_grad_inputs_and_grad_mode) {
     EXPECT(tape_size() == 1 && y->requires_grad, "did not record: %d nodes", tape_size());
 }
 
-static double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* bench --profile's sums: every op's forward and backward once, their times within the wall time,
  * nothing counted once stopped, zeroed by the next start */
 TEST(tape_profile_counts_each_op_and_its_backward) {
     rng r;
     rng_seed(&r, 2, RNG_TEST);
     tensor *x = LEAF(&r, 1, 256, 64), *w = LEAF(&r, 1, 128, 64);
-    double t0 = seconds_now();
+    double t0 = clock_seconds();
     tape_profile_start();
     tensor *y = op_gelu(op_linear(x, w, NULL));
     tape_backward_from(y, RANDN(&r, 1, 256, 128)->data);
     tape_profile_stop();
-    double wall = seconds_now() - t0, sum = 0;
+    double wall = clock_seconds() - t0, sum = 0;
     const tape_op_time *t = tape_profile();
     for (int op = 0; op < OP_COUNT; op++) {
         long calls = op == OP_LINEAR || op == OP_GELU ? 1 : 0;

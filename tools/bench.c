@@ -22,10 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "../models/model.h"
 #include "core/arena.h"
+#include "core/clock.h"
 #include "core/memory.h"
 #include "core/precision.h"
 #include "core/tape.h"
@@ -36,17 +36,6 @@
 #include "ops/op_table.h"
 #include "train/grad_sync.h"
 #include "train/optim.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* bare cblas_sgemm of C (M, N) = A (M, K) · B (N, K)ᵀ, as a linear layer's forward */
 typedef struct sgemm_ref {
@@ -75,13 +64,13 @@ static bool sgemm_ref_init(sgemm_ref *g, const char *mkn) {
 static const char *sgemm_name(void) { return vitc_precision() == PRECISION_BF16 ? "gemm_bf16" : "cblas_sgemm"; }
 
 static double sgemm_seconds(const sgemm_ref *g) {
-    double t0 = now();
+    double t0 = clock_seconds();
     if (vitc_precision() == PRECISION_BF16)
         gemm_bf16(false, true, g->M, g->N, g->K, 1.0f, g->a, g->K, g->b, g->K, 0.0f, g->c, g->N, vitc_threads());
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, g->N, g->K, 1.0f, g->a, g->K, g->b, g->K,
                     0.0f, g->c, g->N);
-    return now() - t0;
+    return clock_seconds() - t0;
 }
 
 static double sgemm_gflop_s(const sgemm_ref *g, double seconds) { return 2.0 * g->M * g->K * g->N / seconds / 1e9; }
@@ -135,9 +124,9 @@ static int bench_sgemm(const char *mkn, int iters, int threads) {
         double s = sgemm_seconds(&g);
         if (it >= 0) t[it] = s;
     }
-    qsort(t, (size_t)iters, sizeof(double), cmp);
+    double median_s = median_seconds(t, iters);
     printf("{\"sgemm\": \"%dx%dx%d\", \"kernel\": \"%s\", \"threads\": %d, \"median_s\": %.6f, \"gflop_s\": %.2f}\n",
-           g.M, g.K, g.N, sgemm_name(), vitc_threads(), t[iters / 2], sgemm_gflop_s(&g, t[iters / 2]));
+           g.M, g.K, g.N, sgemm_name(), vitc_threads(), median_s, sgemm_gflop_s(&g, median_s));
     sgemm_ref_free(&g);
     free(t);
     return 0;
@@ -242,7 +231,7 @@ int main(int argc, char **argv) {
             double s = sgemm_seconds(&g);
             if (it >= 0) ts[it * SGEMM_CALLS_PER_STEP + k] = s;
         }
-        double t0 = now();
+        double t0 = clock_seconds();
         const float *images = backend_floats(pixels, (int64_t)batch * mc.img_size * mc.img_size * mc.in_chans);
         x = tensor_wrap((float *)images, 4, (int[]){batch, mc.img_size, mc.img_size, mc.in_chans});
         forward_opts fo = {.train = train, .rng = &r};
@@ -262,18 +251,18 @@ int main(int argc, char **argv) {
         params_read(&m->ps, &weight, m->ps.data, 1);
         tape_reset();
         arena_reset(&vitc_arena);
-        if (it >= 0) t[it] = now() - t0;
+        if (it >= 0) t[it] = clock_seconds() - t0;
         if (sync) { /* the allreduce of the whole block again, alone: what the overlap hid of it */
             double waited = grad_sync_wait_seconds(sync);
             const float *grad = params_read(&m->ps, alone, m->ps.grad, m->ps.span);
             if (grad != alone) memcpy(alone, grad, sizeof(float) * (size_t)m->ps.span);
             dist_barrier();
-            double c0 = now();
+            double c0 = clock_seconds();
             dist_reducer *whole =
                 dist_reducer_create(alone, m->ps.span, grad_sync_bucket_bytes(&m->ps));
             dist_reducer_finish(whole, 1.0f);
             dist_reducer_free(whole);
-            if (it >= 0) wait[it] = waited, comm[it] = now() - c0;
+            if (it >= 0) wait[it] = waited, comm[it] = clock_seconds() - c0;
         }
     }
     if (profile) tape_profile_stop();
@@ -284,27 +273,25 @@ int main(int argc, char **argv) {
     dist_max_f64(wait, iters);
     for (int i = 0; i < iters; i++) wait[i] = -wait[i];
     dist_max_f64(comm, iters);
-    qsort(t, (size_t)iters, sizeof(double), cmp);
-    qsort(wait, (size_t)iters, sizeof(double), cmp);
-    qsort(comm, (size_t)iters, sizeof(double), cmp);
+    double step_s = median_seconds(t, iters), wait_s = median_seconds(wait, iters),
+           comm_s = median_seconds(comm, iters);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     if (dist_rank() == 0) {
         printf("{\"model\": \"%s\", \"mode\": \"%s\", \"batch\": %d, \"img\": %d, \"threads\": %d, "
                "\"ranks\": %d, \"precision\": \"%s\", \"median_s\": %.6f, \"img_s\": %.3f, \"peak_rss_mib\": %.1f, "
                "\"gmacs\": %.4f",
-               name, mode, global_batch, mc.img_size, vitc_threads(), ranks, precision_name(vitc_precision()), t[iters / 2],
-               global_batch / t[iters / 2], ru.ru_maxrss / 1024.0, model_macs(m) / 1e9);
+               name, mode, global_batch, mc.img_size, vitc_threads(), ranks, precision_name(vitc_precision()), step_s,
+               global_batch / step_s, ru.ru_maxrss / 1024.0, model_macs(m) / 1e9);
         if (train) printf(", \"kept_mib\": %.1f", kept_bytes / (1 << 20));
         if (sync)
             printf(", \"grad_bytes\": %lld, \"allreduce_wait_s\": %.6f, \"allreduce_alone_s\": %.6f",
-                   (long long)m->ps.span * 4, wait[iters / 2], comm[iters / 2]);
+                   (long long)m->ps.span * 4, wait_s, comm_s);
     }
     if (sgemm && dist_rank() == 0) {
-        int n = iters * SGEMM_CALLS_PER_STEP;
-        qsort(ts, (size_t)n, sizeof(double), cmp);
+        double sgemm_s = median_seconds(ts, iters * SGEMM_CALLS_PER_STEP);
         printf(", \"sgemm\": \"%dx%dx%d\", \"sgemm_kernel\": \"%s\", \"sgemm_gflop_s\": %.2f", g.M, g.K, g.N,
-               sgemm_name(), sgemm_gflop_s(&g, ts[n / 2]));
+               sgemm_name(), sgemm_gflop_s(&g, sgemm_s));
         sgemm_ref_free(&g);
     }
     if (dist_rank() == 0) printf("}\n");

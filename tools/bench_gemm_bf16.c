@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/cpu_features.h"
 #include "core/memory.h"
 #include "core/rng.h"
@@ -33,23 +33,9 @@
 #include <dnnl.h>
 #endif
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 #define REPS 9
 
-static double median(double *t) {
-    qsort(t, REPS, sizeof(double), cmp_double);
-    return t[REPS / 2];
-}
+static double median(double *t) { return median_seconds(t, REPS); }
 
 #if HAVE_DNNL
 /* one product C (M, N) = op(A) op(B), A and B stored as the linear layer holds them */
@@ -209,7 +195,7 @@ static void bench(const char *name, const char *pass, bool ta, bool tb, int M, i
     for (int rep = -1; rep < REPS; rep++) /* rep -1 warms up */
         for (int c = 0; c < N_CAND; c++) {
             if (!have[c]) continue;
-            double t0 = now();
+            double t0 = clock_seconds();
             switch (c) {
             case SGEMM:
                 cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
@@ -233,7 +219,7 @@ static void bench(const char *name, const char *pass, bool ta, bool tb, int M, i
 #endif
             default: break;
             }
-            if (rep >= 0) t[c][rep] = now() - t0;
+            if (rep >= 0) t[c][rep] = clock_seconds() - t0;
             if (rep == -1 && c == SGEMM) memcpy(ref, C, nc * sizeof(float));
             if (rep == -1) err[c] = max_rel_diff_f32(C, ref, nc);
         }

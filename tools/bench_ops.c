@@ -9,32 +9,18 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "core/arena.h"
+#include "core/clock.h"
 #include "core/precision.h"
 #include "core/tape.h"
 #include "core/threads.h"
 #include "ops/op_table.h"
 #include "ops/ops.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 #define REPS 15
 
-static double median(double *t) {
-    qsort(t, REPS, sizeof(double), cmp_double);
-    return t[REPS / 2];
-}
+static double median(double *t) { return median_seconds(t, REPS); }
 
 static void fill(float *p, long n, rng *r) {
     for (long i = 0; i < n; i++) p[i] = rng_normal(r) * 0.1f;
@@ -51,22 +37,22 @@ static void bench_linear(int M, int K, int N) {
     double t_gemm[REPS], t_fwd[REPS], t_bwd[REPS];
     /* the bare sgemm and the op alternate in one loop, so machine noise hits both alike */
     for (int rep = -1; rep < REPS; rep++) { /* rep -1 warms up */
-        double tg = now();
+        double tg = clock_seconds();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
-        if (rep >= 0) t_gemm[rep] = now() - tg;
+        if (rep >= 0) t_gemm[rep] = clock_seconds() - tg;
         tensor *x = TENSOR(M, K), *w = TENSOR(N, K), *b = TENSOR(N);
         fill(x->data, x->numel, &r);
         fill(w->data, w->numel, &r);
         fill(b->data, b->numel, &r);
         x->requires_grad = w->requires_grad = b->requires_grad = true;
-        double t0 = now();
+        double t0 = clock_seconds();
         tensor *y = op_linear(x, w, b);
-        double t1 = now();
+        double t1 = clock_seconds();
         fill(tensor_grad(y), y->numel, &r);
         tensor_grad(w), tensor_grad(b); /* parameter gradients exist before the step */
-        double t2 = now();
+        double t2 = clock_seconds();
         tape_run_backward();
-        double t3 = now();
+        double t3 = clock_seconds();
         if (rep >= 0) t_fwd[rep] = t1 - t0, t_bwd[rep] = t3 - t2;
         tape_reset();
         arena_reset(&vitc_arena);

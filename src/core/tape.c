@@ -1,11 +1,11 @@
 #include "tape.h"
 
 #include <string.h>
-#include <time.h>
 
 #include "../ops/op_table.h"
 #include "arena.h"
 #include "check.h"
+#include "clock.h"
 #include "memory.h"
 
 static struct {
@@ -28,16 +28,10 @@ static struct {
     double since; /* the previous op's record, or the tape's reset */
 } profile;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void tape_profile_start(void) {
     memset(profile.times, 0, sizeof(profile.times));
     profile.on = true;
-    profile.since = now();
+    profile.since = clock_seconds();
 }
 
 void tape_profile_stop(void) { profile.on = false; }
@@ -46,7 +40,7 @@ const tape_op_time *tape_profile(void) { return profile.times; }
 
 void tape_profile_op(int op) {
     if (!profile.on) return;
-    double t = now();
+    double t = clock_seconds();
     profile.times[op].forward_s += t - profile.since;
     profile.times[op].forward_calls++;
     profile.since = t;
@@ -138,10 +132,10 @@ static void run_backward(bool consuming) {
         if (reached_by_loss(node)) { /* else nothing downstream of this node reached the loss */
             for (int o = 0; (out = tape_node_output(node, o)); o++)
                 if (out->grad_bf16 && !op_takes_bf16_grad(node->op)) op_widen_grad(out);
-            double t0 = profile.on ? now() : 0;
+            double t0 = profile.on ? clock_seconds() : 0;
             op_table[node->op].backward(node);
             if (profile.on) {
-                profile.times[node->op].backward_s += now() - t0;
+                profile.times[node->op].backward_s += clock_seconds() - t0;
                 profile.times[node->op].backward_calls++;
             }
             /* the outputs' gradients are complete and now consumed, and so are the node's
@@ -194,7 +188,7 @@ void tape_backward(tensor *loss) {
 
 void tape_reset(void) {
     tape.n = 0;
-    if (profile.on) profile.since = now();
+    if (profile.on) profile.since = clock_seconds();
 }
 
 int tape_size(void) { return tape.n; }

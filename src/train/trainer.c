@@ -7,12 +7,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../../models/model.h"
 #include "../core/arena.h"
 #include "../core/check.h"
+#include "../core/clock.h"
 #include "../core/memory.h"
 #include "../core/precision.h"
 #include "../core/tape.h"
@@ -32,12 +32,6 @@ static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
     (void)sig;
     interrupted = 1;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 typedef struct train_config {
@@ -147,7 +141,7 @@ eval_result evaluate(model *m, loader *l) {
     eval_result r = {0};
     bool prev = tape_set_grad_enabled(false);
     forward_opts fo = {.train = false};
-    double t0 = now_s(), loss_sum = 0;
+    double t0 = clock_seconds(), loss_sum = 0;
     long correct1 = 0, correct5 = 0;
     const model_config *mc = &m->cfg;
     loader_start_epoch(l, 0, 0);
@@ -185,14 +179,14 @@ eval_result evaluate(model *m, loader *l) {
         r.top5 = 100.0 * correct5 / r.n;
         r.loss = loss_sum / r.n;
     }
-    r.img_per_s = r.n / (now_s() - t0);
+    r.img_per_s = r.n / (clock_seconds() - t0);
     return r;
 }
 
 eval_result evaluate_diffusion(model *m, loader *l, uint64_t seed, int batch_size) {
     eval_result r = {0};
     bool prev = tape_set_grad_enabled(false);
-    double t0 = now_s(), loss_sum = 0;
+    double t0 = clock_seconds(), loss_sum = 0;
     rng g; /* a key of its own, apart from every training step's */
     rng_seed(&g, ~seed, RNG_TRANSPORT);
     uint64_t key = rng_u64(&g);
@@ -221,7 +215,7 @@ eval_result evaluate_diffusion(model *m, loader *l, uint64_t seed, int batch_siz
     dist_sum_f64(&loss_sum, 1);
     r.n = (int)n;
     if (r.n) r.loss = loss_sum / r.n;
-    r.img_per_s = r.n / (now_s() - t0);
+    r.img_per_s = r.n / (clock_seconds() - t0);
     return r;
 }
 
@@ -232,8 +226,8 @@ static void progress(bool quiet, bool log_step, int epoch, int epochs, int done,
     static int tty = -1;
     if (quiet) return;
     if (tty < 0) tty = isatty(fileno(stderr));
-    if (tty ? now_s() - last_draw < 0.2 && done < total : !log_step) return;
-    last_draw = now_s();
+    if (tty ? clock_seconds() - last_draw < 0.2 && done < total : !log_step) return;
+    last_draw = clock_seconds();
     int width = 24, filled = total ? width * done / total : width;
     char bar[32];
     for (int i = 0; i < width; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
@@ -605,16 +599,16 @@ static void log_step(run *r, int epoch) {
     const train_config *t = &r->t;
     int total = r->steps_per_epoch * t->accum;
     int done = (int)(r->st.step - (int64_t)epoch * r->steps_per_epoch) * t->accum;
-    double img_s = (double)r->timed_batches * t->batch / fmax(now_s() - r->t_epoch, 1e-9);
+    double img_s = (double)r->timed_batches * t->batch / fmax(clock_seconds() - r->t_epoch, 1e-9);
     bool logged = r->st.step % t->log_every == 0 || done == total;
     if (logged && r->lead) {
         fprintf(r->metrics,
                 "{\"type\": \"step\", \"epoch\": %d, \"step\": %lld, \"loss\": %.8g, \"lr\": "
                 "%.8g, \"img_s\": %.2f}\n",
                 epoch + 1, (long long)r->st.step, r->last_loss, r->lr,
-                r->since_log * t->batch / fmax(now_s() - r->t_log, 1e-9));
+                r->since_log * t->batch / fmax(clock_seconds() - r->t_log, 1e-9));
         fflush(r->metrics);
-        r->t_log = now_s();
+        r->t_log = clock_seconds();
         r->since_log = 0;
     }
     progress(r->quiet, logged, epoch, r->total_epochs, done, total, r->st.epoch_loss_sum / r->st.epoch_batches,
@@ -640,7 +634,7 @@ static int train_epoch(run *r) {
     int64_t end_step = (int64_t)(epoch + 1) * r->steps_per_epoch;
     int done_steps = (int)(r->st.step - (int64_t)epoch * r->steps_per_epoch);
     loader_start_epoch(r->train_l, epoch, done_steps * t->accum);
-    r->t_epoch = r->t_log = now_s();
+    r->t_epoch = r->t_log = clock_seconds();
     r->timed_batches = r->since_log = 0;
     while (r->st.step < end_step) {
         if (!train_step(r, epoch)) return RUN_ERROR;
@@ -679,7 +673,7 @@ static void evaluate_run(run *r, eval_result *raw, eval_result *ev_ema) {
 
 /* validation, the epoch's summary (metrics and terminal), last and best checkpoints */
 static int finish_epoch(run *r) {
-    double t_trained = now_s() - r->t_epoch;
+    double t_trained = clock_seconds() - r->t_epoch;
     if (!r->quiet && isatty(fileno(stderr))) fputc('\n', stderr);
     train_state *st = &r->st;
     st->epoch++;
@@ -696,7 +690,7 @@ static int finish_epoch(run *r) {
         if (best) st->best_top1 = top1, st->best_epoch = st->epoch;
     }
     double train_loss = st->epoch_loss_sum / (st->epoch_batches ? st->epoch_batches : 1);
-    double epoch_s = now_s() - r->t_epoch;
+    double epoch_s = clock_seconds() - r->t_epoch;
     if (r->lead && r->t.diffusion) {
         fprintf(r->metrics,
                 "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g, "
