@@ -201,15 +201,28 @@ static inline __attribute__((always_inline)) void store_lanes(float *p, vecf v, 
 #endif
 }
 
+/* The depthwise convs (the forward, and x's gradient: dout's conv with the kernel turned half a
+ * circle) compute out(p) = bias + base(p) + sum over the taps t of wt(t) in(p + t), zero outside
+ * the grid, in one of two loop orders, each the faster on its side of CONV_ROWS_MAX_C channels
+ * (docs/performance.md, with AVX-512 and with AVX2):
+ *   - up to it, a row of one block of VEC channels at a time (the machine's vector: with 16 lanes
+ *     on AVX2 a 3 x 3 kernel's vectors took 18 of its 16 registers and lived on the stack), the
+ *     block's k*k kernel vectors in registers across the row (a loop over so few channels inside
+ *     each tap costs more than the tap);
+ *   - above it, each pixel's channels in a loop inside each tap, whose bounds are checked once for
+ *     all of them (rows of blocks read k rows of the map again for every block).
+ * Pixel strides ldo (out, and base: out itself, or NULL for none) and ldi (in); the row kernels'
+ * maps start at the image's first grid pixel, and are written for a constant k where inlined, so
+ * that the taps' loops unroll. A pixel whose columns are inside for every tap skips their checks. */
 #define CONV_ROWS_MAX_C 64
 
 /* The taps of pixel (y, xx) inside the grid, in's pixels of stride ld: without sums, returns acc +
  * the sum over them of wk(t) in(y + ky - r, xx + kx - r) (the conv); with sums, adds g times the
  * same pixels into sums(t) (the weights' gradient) and returns acc. */
 static inline __attribute__((always_inline)) vecf taps(vecf acc, const vecf *wk, vecf *sums,
-                                                        vecf g, const float *in, int ld, int H,
-                                                        int W, int y, int xx, int k, int n,
-                                                        bool inside) {
+                                                       vecf g, const float *in, int ld, int H,
+                                                       int W, int y, int xx, int k, int n,
+                                                       bool inside) {
     int r = k / 2;
 #pragma GCC unroll 7
     for (int ky = 0; ky < k; ky++) {
