@@ -41,8 +41,10 @@ build() {
     dir=$tmp/$1
     git worktree add --detach "$dir" "$2" >/dev/null 2>&1
   fi
-  # (not the flags of a make this runs under: `make test SAN=1` would build another tree)
-  env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$dir" -j2 build/release/bench >"$tmp/make.log" 2>&1 ||
+  # the release build whatever make this runs under: `make test SAN=1` puts SAN=1 in the
+  # environment and its flags in MAKEFLAGS
+  env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$dir" -j2 SAN= NO_OMP= CUDA= BUILD=build/release \
+    build/release/bench >"$tmp/make.log" 2>&1 ||
     { echo "error: tools/ab.sh: building ${2:-the working tree} failed:" >&2; tail -20 "$tmp/make.log" >&2; return 1; }
   echo "$dir/build/release/bench"
 }
