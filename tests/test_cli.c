@@ -333,4 +333,7 @@ TEST(cli_ab_benches_two_revisions_in_turn) {
                "--iters 1");
     EXPECT(code == 2 && strstr(out, "OPS: attn: not an op of this step's profile (") && strstr(out, " attention "),
            "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "tools/ab.sh HEAD -- --model nosuch --iters 1");
+    EXPECT(code == 2 && strstr(out, "tools/ab.sh: bench --model nosuch --iters 1:") &&
+               strstr(out, "unknown model \"nosuch\""), "exit %d:\n%s", code, out);
 }
