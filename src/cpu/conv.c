@@ -176,31 +176,6 @@ static inline int64_t grid_pixel(int64_t bi, int y, int xx, int H, int W, int le
     return bi * (lead + (int64_t)H * W) + lead + (int64_t)y * W + xx;
 }
 
-/* The lanes [c, c + n) of a channel block, n up to VEC (C's last block may be partial). Always
- * inlined: a vector passed out of line changes the ABI in builds without the machine's vector
- * instructions, and GCC split load_lanes's memcpy branch into a function of its own that returns
- * one (-Wpsabi, an error under -Werror). */
-static inline __attribute__((always_inline)) vecf load_lanes(const float *p, int n) {
-    if (n == VEC) return load_vec(p);
-#if VEC == 16
-    return (vecf)_mm512_maskz_loadu_ps(lanes(n), p);
-#else
-    vecf v = {0};
-    memcpy(&v, p, sizeof(float) * (size_t)n);
-    return v;
-#endif
-}
-
-static inline __attribute__((always_inline)) void store_lanes(float *p, vecf v, int n) {
-    if (n == VEC) store_vec(p, v);
-    else
-#if VEC == 16
-        _mm512_mask_storeu_ps(p, lanes(n), (__m512)v);
-#else
-        memcpy(p, &v, sizeof(float) * (size_t)n);
-#endif
-}
-
 /* The depthwise convs (the forward, and x's gradient: dout's conv with the kernel turned half a
  * circle) compute out(p) = bias + base(p) + sum over the taps t of wt(t) in(p + t), zero outside
  * the grid, in one of two loop orders, each the faster on its side of CONV_ROWS_MAX_C channels

@@ -263,70 +263,63 @@ static const float mills_p[5] = {0.008149668091116969f, 0.08667197060864167f, 0.
                                  1.0343822228064203f, 1.2533141383628137f};
 static const float mills_q[6] = {0.008149121843460332f, 0.08669257456310481f, 0.4209841896118687f,
                                  1.1248052645001267f, 1.62320223549615f, 1.0f};
-#ifdef __AVX512F__
-/* 16 lanes at a time, 1/q by vrcp14ps and a Newton step (relative error ~1e-8): the compiler's
- * vector form of the scalar code below waited on its division's one port (0.72 -> 0.48 ns per
- * value on one thread of the AMX Xeon) */
-static inline void normal_cdf_pdf16(__m512 x, __m512 *cdf, __m512 *pdf) {
-    __m512 a = _mm512_abs_ps(x);
-    __m512 phi = _mm512_mul_ps(_mm512_set1_ps(0.3989422804f),
-                               fast_exp16(_mm512_mul_ps(_mm512_mul_ps(a, a), _mm512_set1_ps(-0.5f))));
-    __m512 t = _mm512_min_ps(a, _mm512_set1_ps(16.0f));
-    __m512 p = _mm512_set1_ps(mills_p[0]), q = _mm512_set1_ps(mills_q[0]);
-    for (int k = 1; k < 5; k++) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(mills_p[k]));
-    for (int k = 1; k < 6; k++) q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(mills_q[k]));
-    __m512 inv_q = _mm512_rcp14_ps(q);
-    inv_q = _mm512_mul_ps(inv_q, _mm512_fnmadd_ps(q, inv_q, _mm512_set1_ps(2.0f)));
-    __m512 tail = _mm512_mul_ps(_mm512_mul_ps(phi, p), inv_q);
-    __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-    *cdf = _mm512_mask_blend_ps(negative, _mm512_sub_ps(_mm512_set1_ps(1.0f), tail), tail);
+#ifdef HAVE_FAST_EXP_VEC
+/* The machine's own instructions where the cdf and pdf need them: 1/q's approximation (vrcp14ps,
+ * vrcpps; a Newton step makes it good to ~1e-8 and ~1e-7), and |x|, min and a select in the float
+ * domain (written as vector arithmetic, the select's and |x|'s bit operations compiled to integer
+ * instructions, which on Zen 3 cost the block 3-4% in crossings between the domains) */
+#if VEC == 16
+static inline vecf approx_reciprocal(vecf q) { return (vecf)_mm512_rcp14_ps((__m512)q); }
+static inline vecf abs_vec(vecf x) { return (vecf)_mm512_abs_ps((__m512)x); }
+static inline vecf min_vec(vecf a, vecf b) { return (vecf)_mm512_min_ps((__m512)a, (__m512)b); }
+/* yes where x < 0, else no */
+static inline vecf where_negative(vecf x, vecf yes, vecf no) {
+    __mmask16 negative = _mm512_cmp_ps_mask((__m512)x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    return (vecf)_mm512_mask_blend_ps(negative, (__m512)no, (__m512)yes);
+}
+#else
+static inline vecf approx_reciprocal(vecf q) { return (vecf)_mm256_rcp_ps((__m256)q); }
+static inline vecf abs_vec(vecf x) {
+    return (vecf)_mm256_andnot_ps(_mm256_set1_ps(-0.0f), (__m256)x);
+}
+static inline vecf min_vec(vecf a, vecf b) { return (vecf)_mm256_min_ps((__m256)a, (__m256)b); }
+static inline vecf where_negative(vecf x, vecf yes, vecf no) {
+    __m256 negative = _mm256_cmp_ps((__m256)x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    return (vecf)_mm256_blendv_ps((__m256)no, (__m256)yes, negative);
+}
+#endif
+
+/* VEC lanes at a time: the compiler's vector form of the scalar code below waited on its
+ * division's one port (0.72 -> 0.48 ns per value on one thread of the AMX Xeon; on Zen 3 too,
+ * docs/performance.md, stop 58) */
+static inline __attribute__((always_inline)) void normal_cdf_pdf_vec(vecf x, vecf *cdf,
+                                                                      vecf *pdf) {
+    vecf a = abs_vec(x);
+    vecf phi = 0.3989422804f * fast_exp_vec(a * a * -0.5f);
+    vecf t = min_vec(a, splat(16.0f));
+    vecf p = splat(mills_p[0]), q = splat(mills_q[0]);
+    for (int k = 1; k < 5; k++) p = p * t + mills_p[k];
+    for (int k = 1; k < 6; k++) q = q * t + mills_q[k];
+    vecf r = approx_reciprocal(q);
+    vecf tail = phi * p * (r * (2.0f - q * r));
+    *cdf = where_negative(x, tail, 1.0f - tail);
     *pdf = phi;
 }
 
-static void normal_cdf_pdf_block(float *cdf, float *pdf, const float *x, int m) {
-    for (int i = 0; i < m; i += 16) {
-        __m512 c, d;
-        normal_cdf_pdf16(_mm512_maskz_loadu_ps(lanes(m - i), x + i), &c, &d);
-        _mm512_mask_storeu_ps(cdf + i, lanes(m - i), c);
-        _mm512_mask_storeu_ps(pdf + i, lanes(m - i), d);
-    }
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-/* The same with AVX2's 8 lanes, 1/q by vrcpps and a Newton step (relative error ~1e-7): the vector
- * form of the scalar code waited on vdivps here too (docs/performance.md, stop 58) */
-static inline void normal_cdf_pdf8(__m256 x, __m256 *cdf, __m256 *pdf) {
-    __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
-    __m256 phi = _mm256_mul_ps(_mm256_set1_ps(0.3989422804f),
-                               fast_exp8(_mm256_mul_ps(_mm256_mul_ps(a, a), _mm256_set1_ps(-0.5f))));
-    __m256 t = _mm256_min_ps(a, _mm256_set1_ps(16.0f));
-    __m256 p = _mm256_set1_ps(mills_p[0]), q = _mm256_set1_ps(mills_q[0]);
-    for (int k = 1; k < 5; k++) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(mills_p[k]));
-    for (int k = 1; k < 6; k++) q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(mills_q[k]));
-    __m256 inv_q = _mm256_rcp_ps(q);
-    inv_q = _mm256_mul_ps(inv_q, _mm256_fnmadd_ps(q, inv_q, _mm256_set1_ps(2.0f)));
-    __m256 tail = _mm256_mul_ps(_mm256_mul_ps(phi, p), inv_q);
-    __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-    *cdf = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), tail), tail, negative);
-    *pdf = phi;
+/* n lanes (the lane count a constant in the whole vectors' loop, so that they load and store
+ * straight from registers) */
+static inline __attribute__((always_inline)) void normal_cdf_pdf_lanes(float *cdf, float *pdf,
+                                                                        const float *x, int n) {
+    vecf c, d;
+    normal_cdf_pdf_vec(load_lanes(x, n), &c, &d);
+    store_lanes(cdf, c, n);
+    store_lanes(pdf, d, n);
 }
 
 static void normal_cdf_pdf_block(float *cdf, float *pdf, const float *x, int m) {
     int i = 0;
-    for (; i + 8 <= m; i += 8) {
-        __m256 c, d;
-        normal_cdf_pdf8(_mm256_loadu_ps(x + i), &c, &d);
-        _mm256_storeu_ps(cdf + i, c);
-        _mm256_storeu_ps(pdf + i, d);
-    }
-    if (i == m) return;
-    float in[8] = {0}, out_cdf[8], out_pdf[8];
-    __m256 c, d;
-    memcpy(in, x + i, sizeof(float) * (size_t)(m - i));
-    normal_cdf_pdf8(_mm256_loadu_ps(in), &c, &d);
-    _mm256_storeu_ps(out_cdf, c);
-    _mm256_storeu_ps(out_pdf, d);
-    memcpy(cdf + i, out_cdf, sizeof(float) * (size_t)(m - i));
-    memcpy(pdf + i, out_pdf, sizeof(float) * (size_t)(m - i));
+    for (; i + VEC <= m; i += VEC) normal_cdf_pdf_lanes(cdf + i, pdf + i, x + i, VEC);
+    if (i < m) normal_cdf_pdf_lanes(cdf + i, pdf + i, x + i, m - i);
 }
 #else
 static inline void normal_cdf_pdf(float x, float *cdf, float *pdf) {

@@ -65,20 +65,24 @@ static inline __m256 fast_exp8(__m256 x) {
 }
 #endif
 
+#if VEC == 16 || (defined(__AVX2__) && defined(__FMA__))
+#define HAVE_FAST_EXP_VEC
+/* fast_exp16 or fast_exp8: the machine's vector (simd.h) */
+static inline __attribute__((always_inline)) vecf fast_exp_vec(vecf x) {
+#if VEC == 16
+    return (vecf)fast_exp16((__m512)x);
+#else
+    return (vecf)fast_exp8((__m256)x);
+#endif
+}
+#endif
+
 /* p[j] = e^(p[j] - shift) over a row: softmax's exponentials */
 static inline void exp_shifted_row(float *p, int n, float shift) {
-#ifdef __AVX512F__
-    __m512 s = _mm512_set1_ps(shift);
-    for (int j = 0; j < n; j += 16) {
-        __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes(n - j), p + j), s);
-        _mm512_mask_storeu_ps(p + j, lanes(n - j), fast_exp16(x));
-    }
-#elif defined(__AVX2__) && defined(__FMA__)
-    __m256 s = _mm256_set1_ps(shift);
+#ifdef HAVE_FAST_EXP_VEC
     int j = 0;
-    for (; j + 8 <= n; j += 8)
-        _mm256_storeu_ps(p + j, fast_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), s)));
-    for (; j < n; j++) p[j] = fast_expf(p[j] - shift);
+    for (; j + VEC <= n; j += VEC) store_vec(p + j, fast_exp_vec(load_vec(p + j) - shift));
+    if (j < n) store_lanes(p + j, fast_exp_vec(load_lanes(p + j, n - j) - shift), n - j);
 #else
     for (int j = 0; j < n; j++) p[j] = fast_expf(p[j] - shift);
 #endif

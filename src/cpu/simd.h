@@ -102,6 +102,31 @@ static inline vecf load_vec(const float *p) {
 
 static inline void store_vec(float *p, vecf v) { memcpy(p, &v, sizeof v); }
 
+/* The first n lanes (n up to VEC) at p: a row's or a channel block's last vector may be partial.
+ * Always inlined: a vector passed out of line changes the ABI in builds without the machine's
+ * vector instructions, and GCC split load_lanes's memcpy branch into a function of its own that
+ * returns one (-Wpsabi, an error under -Werror). */
+static inline __attribute__((always_inline)) vecf load_lanes(const float *p, int n) {
+    if (n == VEC) return load_vec(p);
+#if VEC == 16
+    return (vecf)_mm512_maskz_loadu_ps(lanes(n), p);
+#else
+    vecf v = {0};
+    memcpy(&v, p, sizeof(float) * (size_t)n);
+    return v;
+#endif
+}
+
+static inline __attribute__((always_inline)) void store_lanes(float *p, vecf v, int n) {
+    if (n == VEC) store_vec(p, v);
+    else
+#if VEC == 16
+        _mm512_mask_storeu_ps(p, lanes(n), (__m512)v);
+#else
+        memcpy(p, &v, sizeof(float) * (size_t)n);
+#endif
+}
+
 #if VEC == 16
 static inline vecf splat(float x) { return splat16(x); }
 
