@@ -159,8 +159,10 @@ echo "[" > "$scaling"
 first=1
 for model in deit_t agent_deit_t flatten_deit_t; do
   rows=()
-  for img in 224 448 672 896; do
-    rows+=("$(build/release/bench --model "$model" --mode infer --batch 1 --img "$img" --iters 3 --threads "$THREADS")")
+  for img in 224 448 672 896; do # each size's runs span about as long as 896's three: with three
+    # at 224 too, that short median moved the ratio by half between benches (docs/performance.md)
+    iters=$(( (3 * 896 * 896 + img * img - 1) / (img * img) ))
+    rows+=("$(build/release/bench --model "$model" --mode infer --batch 1 --img "$img" --iters "$iters" --threads "$THREADS")")
   done
   line=$($PYTHON - "$model" "${rows[@]}" <<'PY'
 import json, sys
