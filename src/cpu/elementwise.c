@@ -267,7 +267,7 @@ static const float mills_q[6] = {0.008149121843460332f, 0.08669257456310481f, 0.
 /* The machine's own instructions where the cdf and pdf need them: 1/q's approximation (vrcp14ps,
  * vrcpps; a Newton step makes it good to ~1e-8 and ~1e-7), and |x|, min and a select in the float
  * domain (written as vector arithmetic, the select's and |x|'s bit operations compiled to integer
- * instructions, which on Zen 3 cost the block 3-4% in crossings between the domains) */
+ * instructions, slower for the crossings between the domains: docs/performance.md, stop 62) */
 #if VEC == 16
 static inline vecf approx_reciprocal(vecf q) { return (vecf)_mm512_rcp14_ps((__m512)q); }
 static inline vecf abs_vec(vecf x) { return (vecf)_mm512_abs_ps((__m512)x); }
@@ -290,8 +290,7 @@ static inline vecf where_negative(vecf x, vecf yes, vecf no) {
 #endif
 
 /* VEC lanes at a time: the compiler's vector form of the scalar code below waited on its
- * division's one port (0.72 -> 0.48 ns per value on one thread of the AMX Xeon; on Zen 3 too,
- * docs/performance.md, stop 58) */
+ * division's one port (docs/performance.md, stops 62 and 58) */
 static inline __attribute__((always_inline)) void normal_cdf_pdf_vec(vecf x, vecf *cdf,
                                                                       vecf *pdf) {
     vecf a = abs_vec(x);
