@@ -1,7 +1,7 @@
 /* The errors a user meets first, end to end with ./train: a misspelt key next to a missing one, a
  * --config name that matches no file, and a failed check, which shows its C source location only
- * with VITC_DEBUG=1. Each names what to type instead where it can, and exits 1. And the bench's
- * usage errors, which exit 2 before building a model. */
+ * with VITC_DEBUG=1. Each names what to type instead where it can, and exits 1. And the usage
+ * errors of the tools' flags, which exit 2 before building a model. */
 #include <stdlib.h>
 
 #include "shell.h"
@@ -56,11 +56,36 @@ TEST(errors_cli_bench_names_each_usage_error) {
                                     "count as the first op's time"),
            "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "%s --model deit_t --iters 0", bench);
-    EXPECT(code == 2 && strstr(out, "error: --iters 0: expected at least 1"), "exit %d:\n%s", code,
-           out);
+    EXPECT(code == 2 && strstr(out, "error: --iters 0: expected an integer >= 1"), "exit %d:\n%s",
+           code, out);
+    code = run(out, sizeof(out), "%s --model deit_t --mode infer --threads two", bench);
+    EXPECT(code == 2 && strstr(out, "error: --threads two: expected an integer >= 1"),
+           "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "%s --model deit_t --itres 3", bench);
     EXPECT(code == 2 && strstr(out, "error: unknown argument --itres"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "%s --model deit_t --mode eval", bench);
     EXPECT(code == 2 && strstr(out, "usage: bench --model NAME [--mode train|infer]"),
            "exit %d:\n%s", code, out);
+}
+
+/* a number is read whole: "2x" is not 2, nor "abc" 0 (the default) */
+TEST(errors_cli_number_flags_are_read_whole) {
+    const char *bench = getenv("VITC_BENCH");
+    char out[16384], cmd[600];
+    const char *cases[][2] = {
+        {"./train --config tiny/deit_agent --threads 2x", "--threads 2x"},
+        {"./eval --ckpt none.safetensors --batch 5x", "--batch 5x"},
+        {"./eval --ckpt none.safetensors --threads ''", "--threads "},
+        {"./sample --ckpt none.safetensors --out none.png --n 3x", "--n 3x"},
+        {"%s --model deit_t --mode infer --img 224px", "--img 224px"},
+        {"%s --model deit_t --batch abc", "--batch abc"},
+    };
+    for (int i = 0; i < 6; i++) {
+        if (strstr(cases[i][0], "%s") && !bench) SKIP("VITC_BENCH (the bench binary) is not set");
+        snprintf(cmd, sizeof(cmd), cases[i][0], bench);
+        char message[100];
+        snprintf(message, sizeof(message), "error: %s: expected an integer >= 1", cases[i][1]);
+        int code = run(out, sizeof(out), "%s", cmd);
+        EXPECT(code == 2 && strstr(out, message), "%s: exit %d:\n%s", cmd, code, out);
+    }
 }

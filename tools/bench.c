@@ -26,6 +26,7 @@
 #include "../models/model.h"
 #include "core/arena.h"
 #include "core/clock.h"
+#include "core/flags.h"
 #include "core/memory.h"
 #include "core/precision.h"
 #include "core/tape.h"
@@ -147,23 +148,22 @@ int main(int argc, char **argv) {
             fprintf(stderr, "error: %s needs a value\n", argv[i]);
             return 2;
         }
-        if (!strcmp(argv[i], "--model")) name = argv[i + 1];
-        else if (!strcmp(argv[i], "--mode")) mode = argv[i + 1];
-        else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--img")) img = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--sgemm")) sgemm = argv[i + 1];
-        else if (!strcmp(argv[i], "--precision")) precision_arg = argv[i + 1];
-        else if (!strcmp(argv[i], "--device")) device_arg = argv[i + 1];
+        const char *flag = argv[i], *value = argv[i + 1];
+        bool ok = true;
+        if (!strcmp(flag, "--model")) name = value;
+        else if (!strcmp(flag, "--mode")) mode = value;
+        else if (!strcmp(flag, "--batch")) ok = flag_int(flag, value, 1, &batch);
+        else if (!strcmp(flag, "--iters")) ok = flag_int(flag, value, 1, &iters);
+        else if (!strcmp(flag, "--img")) ok = flag_int(flag, value, 1, &img);
+        else if (!strcmp(flag, "--threads")) ok = flag_int(flag, value, 1, &threads);
+        else if (!strcmp(flag, "--sgemm")) sgemm = value;
+        else if (!strcmp(flag, "--precision")) precision_arg = value;
+        else if (!strcmp(flag, "--device")) device_arg = value;
         else {
-            fprintf(stderr, "error: unknown argument %s\n", argv[i]);
+            fprintf(stderr, "error: unknown argument %s\n", flag);
             return 2;
         }
-    }
-    if (iters < 1) {
-        fprintf(stderr, "error: --iters %d: expected at least 1\n", iters);
-        return 2;
+        if (!ok) return 2;
     }
     int status = backend_select_flag(device_arg); /* before the first tensor and the precision */
     if (!status) status = precision_select_flag(precision_arg);
@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
                         "the host's clock would time their launches\n", device_arg);
         return 2;
     }
-    if (!name || batch < 1 || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
+    if (!name || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
         fprintf(stderr, "usage: bench --model NAME [--mode train|infer] [--batch N] [--iters K] [--img S] [--threads N]\n"
                         "                    [--sgemm M,K,N] [--precision P] [--device cpu|cuda[:N]]\n"
                         "                    [--profile]\n"

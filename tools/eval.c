@@ -11,8 +11,9 @@
 #include "../models/model.h"
 #include "core/arena.h"
 #include "core/check.h"
-#include "core/tape.h"
+#include "core/flags.h"
 #include "core/precision.h"
+#include "core/tape.h"
 #include "core/threads.h"
 #include "data/data.h"
 #include "dist/dist.h"
@@ -171,12 +172,7 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--ema")) use_ema = true;
         else if ((!strcmp(a, "--batch") || !strcmp(a, "--threads")) && has_value) {
-            int v = atoi(argv[++i]);
-            if (v <= 0) {
-                fprintf(stderr, "error: %s %s: expected a positive integer\n", a, argv[i]);
-                return 2;
-            }
-            *(!strcmp(a, "--batch") ? &batch_size : &threads) = v;
+            if (!flag_int(a, argv[++i], 1, !strcmp(a, "--batch") ? &batch_size : &threads)) return 2;
         } else {
             fprintf(stderr, "error: unknown or incomplete argument '%s'\n", a);
             usage(stderr);

@@ -12,6 +12,7 @@
 #include "../models/model.h"
 #include "core/arena.h"
 #include "core/check.h"
+#include "core/flags.h"
 #include "core/threads.h"
 #include "data/data.h"
 #include "dist/dist.h"
@@ -55,17 +56,6 @@ static void usage(FILE *f) {
             "  --seed S       noise seed (default 0); image i of class K draws from its own stream\n"
             "  --ema          sample with the EMA weights (what the official code samples with)\n"
             "  --device D     cpu (default), cuda or cuda:N (a build with make CUDA=1 and a GPU)\n");
-}
-
-static bool parse_int(const char *flag, const char *s, int lo, int *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || end == s || v < lo || v > 1000000000) {
-        fprintf(stderr, "error: %s %s: expected an integer >= %d\n", flag, s, lo);
-        return false;
-    }
-    *out = (int)v;
-    return true;
 }
 
 /* "A,B[,C]" into paths; their number, or 0 after the error */
@@ -274,23 +264,23 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--judge-real") && has_value) judge_real = argv[++i];
         else if (!strcmp(a, "--device") && has_value) device_arg = argv[++i];
         else if (!strcmp(a, "--jsd-pairs") && has_value) {
-            if (!parse_int(a, argv[++i], 1, &jsd_pairs)) return 2;
+            if (!flag_int(a, argv[++i], 1, &jsd_pairs)) return 2;
         }
         else if (!strcmp(a, "--switch-calibrate") && has_value) {
-            if (!parse_int(a, argv[++i], 1, &calibrate)) return 2;
+            if (!flag_int(a, argv[++i], 1, &calibrate)) return 2;
         } else if (!strcmp(a, "--out") && has_value) out = argv[++i];
         else if (!strcmp(a, "--sampler") && has_value) sampler = argv[++i];
         else if (!strcmp(a, "--ema")) use_ema = true;
         else if (!strcmp(a, "--class") && has_value) {
-            if (!parse_int(a, argv[++i], 0, &cls)) return 2;
+            if (!flag_int(a, argv[++i], 0, &cls)) return 2;
         } else if (!strcmp(a, "--n") && has_value) {
-            if (!parse_int(a, argv[++i], 1, &n)) return 2;
+            if (!flag_int(a, argv[++i], 1, &n)) return 2;
         } else if (!strcmp(a, "--steps") && has_value) {
-            if (!parse_int(a, argv[++i], 2, &steps)) return 2;
+            if (!flag_int(a, argv[++i], 2, &steps)) return 2;
         } else if (!strcmp(a, "--seed") && has_value) {
-            if (!parse_int(a, argv[++i], 0, &seed)) return 2;
+            if (!flag_int(a, argv[++i], 0, &seed)) return 2;
         } else if (!strcmp(a, "--threads") && has_value) {
-            if (!parse_int(a, argv[++i], 1, &threads)) return 2;
+            if (!flag_int(a, argv[++i], 1, &threads)) return 2;
         } else if (!strcmp(a, "--cfg") && has_value) {
             char *end;
             cfg = strtod(argv[++i], &end);

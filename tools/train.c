@@ -8,6 +8,7 @@
 
 #include "../models/model.h"
 #include "core/check.h"
+#include "core/flags.h"
 #include "core/threads.h"
 #include "dist/dist.h"
 #include "ops/backend.h"
@@ -118,11 +119,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--resume") && has_value) {
             o.resume = argv[++i];
         } else if (!strcmp(a, "--threads") && has_value) {
-            threads = atoi(argv[++i]);
-            if (threads <= 0) {
-                fprintf(stderr, "error: --threads %s: expected a positive integer\n", argv[i]);
-                return 2;
-            }
+            if (!flag_int(a, argv[++i], 1, &threads)) return 2;
         } else if (!strcmp(a, "--out") && has_value && n_sets < 255) {
             /* recorded as run.out so a resumed run writes to the same place */
             snprintf(out_set, sizeof(out_set), "run.out=\"%s\"", argv[++i]);
