@@ -2,8 +2,10 @@
  * backward, against the same computation in fp32 (within bf16's error, and far enough from it to
  * show the operands were rounded); finite differences of the bf16 ops; gradients that would
  * underflow in fp16; a 20-step training run that follows fp32 within 1% and resumes bit for bit;
- * the CLI's flags and errors. Everything but the CLI errors skips on a CPU without AVX512_BF16. */
+ * the CLI's flags and errors. Everything but the CLI errors skips on a CPU without AVX512_BF16; the
+ * tools' start-up error on such a CPU skips on one with it. */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "../src/core/cpu_features.h"
 #include "../src/core/precision.h"
@@ -849,6 +851,24 @@ TEST(bf16_flags_reject_unknown_precisions) {
     code = run(out, sizeof(out), "./eval --ckpt nowhere.safetensors --precision tf32");
     EXPECT(code == 1 && strstr(out, "--precision tf32: tf32") && strstr(out, "--device cuda"), "eval exit %d:\n%s",
            code, out);
+}
+
+/* on a CPU without AVX512_BF16, each tool stops at start-up with that error (exit 1): train before
+ * it writes its run's directory, eval before it opens the checkpoint */
+TEST(bf16_tools_stop_at_start_up_on_a_cpu_without_it) {
+    if (!cpu_bf16_error()) SKIP("this CPU has AVX512_BF16: --precision bf16 runs here");
+    char out[16384], dir[400];
+    snprintf(dir, sizeof(dir), "%s/runs/prec_refused", tiny_run_dir());
+    int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=prec_refused "
+                   "--precision bf16 --quiet", tiny_run_config(), tiny_run_dir());
+    EXPECT(code == 1 && strstr(out, "error: train.precision bf16: --precision bf16 needs a CPU with "
+                                    "AVX512_BF16") && strstr(out, "use --precision fp32") &&
+               access(dir, F_OK) != 0,
+           "train exit %d (%s %s):\n%s", code, dir, access(dir, F_OK) ? "absent" : "written", out);
+    code = run(out, sizeof(out), "./eval --ckpt nowhere.safetensors --precision bf16");
+    EXPECT(code == 1 && strstr(out, "error: --precision bf16: --precision bf16 needs a CPU with "
+                                    "AVX512_BF16") && !strstr(out, "nowhere"),
+           "eval exit %d:\n%s", code, out);
 }
 
 /* the start-up error of a CPU without AVX512_BF16 comes from cpu_bf16_problem (tested with made-up
