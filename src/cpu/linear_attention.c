@@ -178,6 +178,16 @@ void linear_attention_backward(float *dq, float *dk, float *dv, const float *dou
  * 32-channel head took ~260 cycles a token and the pair's softmaxes cost more than its two
  * products; the gradients' loops, ~180 a token. */
 #ifdef __AVX512F__
+/* returns after f(args..., nv) for the nv 16-float vectors of d <= 64 channels, a constant in each
+ * call, so that the vectors stay in registers; falls through for wider heads */
+#define ON_REGISTERS(d, f, ...)                                                                    \
+    switch (((d) + 15) / 16) {                                                                     \
+    case 1: f(__VA_ARGS__, 1); return;                                                             \
+    case 2: f(__VA_ARGS__, 2); return;                                                             \
+    case 3: f(__VA_ARGS__, 3); return;                                                             \
+    case 4: f(__VA_ARGS__, 4); return;                                                             \
+    }
+
 /* kh (m, d) = softmax over the m tokens of each channel of a head's k (row stride C), nv vectors of
  * channels */
 static inline __attribute__((always_inline)) void softmax_tokens_nv(float *kh, const float *k,
@@ -279,12 +289,7 @@ static inline __attribute__((always_inline)) void softmax_features_grad_nv(float
 /* kh (m, d) = softmax over the m tokens of each channel of a head's k (row stride C) */
 static void softmax_tokens(float *kh, const float *k, int m, int d, int C) {
 #ifdef __AVX512F__
-    switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
-    case 1: softmax_tokens_nv(kh, k, m, d, C, 1); return;
-    case 2: softmax_tokens_nv(kh, k, m, d, C, 2); return;
-    case 3: softmax_tokens_nv(kh, k, m, d, C, 3); return;
-    case 4: softmax_tokens_nv(kh, k, m, d, C, 4); return;
-    }
+    ON_REGISTERS(d, softmax_tokens_nv, kh, k, m, d, C);
 #endif
     float mx[d], sum[d];
     for (int e = 0; e < d; e++) mx[e] = -INFINITY, sum[e] = 0;
@@ -304,12 +309,7 @@ static void softmax_tokens(float *kh, const float *k, int m, int d, int C) {
 /* qh (n, d) = softmax over the d features of each token of a head's q (row stride C) */
 static void softmax_features(float *qh, const float *q, int n, int d, int C) {
 #ifdef __AVX512F__
-    switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
-    case 1: softmax_features_nv(qh, q, n, d, C, 1); return;
-    case 2: softmax_features_nv(qh, q, n, d, C, 2); return;
-    case 3: softmax_features_nv(qh, q, n, d, C, 3); return;
-    case 4: softmax_features_nv(qh, q, n, d, C, 4); return;
-    }
+    ON_REGISTERS(d, softmax_features_nv, qh, q, n, d, C);
 #endif
     for (int i = 0; i < n; i++) {
         for (int e = 0; e < d; e++) qh[(size_t)i * d + e] = q[(size_t)i * C + e];
@@ -320,12 +320,7 @@ static void softmax_features(float *qh, const float *q, int n, int d, int C) {
 /* dk (m rows, stride C) += softmax_tokens's gradient from dkh, the gradient of its result kh */
 static void softmax_tokens_grad(float *dk, int C, const float *kh, const float *dkh, int m, int d) {
 #ifdef __AVX512F__
-    switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
-    case 1: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 1); return;
-    case 2: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 2); return;
-    case 3: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 3); return;
-    case 4: softmax_tokens_grad_nv(dk, C, kh, dkh, m, d, 4); return;
-    }
+    ON_REGISTERS(d, softmax_tokens_grad_nv, dk, C, kh, dkh, m, d);
 #endif
     float dot[d]; /* per channel */
     for (int e = 0; e < d; e++) dot[e] = 0;
@@ -340,12 +335,7 @@ static void softmax_tokens_grad(float *dk, int C, const float *kh, const float *
 static void softmax_features_grad(float *dq, int C, const float *qh, const float *dqh, int n,
                                   int d) {
 #ifdef __AVX512F__
-    switch ((d + 15) / 16) { /* constant counts, so that the vectors stay in registers */
-    case 1: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 1); return;
-    case 2: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 2); return;
-    case 3: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 3); return;
-    case 4: softmax_features_grad_nv(dq, C, qh, dqh, n, d, 4); return;
-    }
+    ON_REGISTERS(d, softmax_features_grad_nv, dq, C, qh, dqh, n, d);
 #endif
     for (int i = 0; i < n; i++) {
         const float *y = qh + (size_t)i * d, *gy = dqh + (size_t)i * d;
