@@ -50,7 +50,7 @@ TEST(cli_train_loss_falls_and_eval_reports) {
     } bad_maps[] = {
         {"--attn-map %s/map.png --attn-query 3", "--attn-query 3: expected X,Y", 2},
         {"--attn-map %s/map.png --attn-query 300,4", "--attn-query 300,4: outside the 16x16 input", 2},
-        {"--attn-map %s/map.png --attn-block -1", "--attn-block -1: expected a block index >= 0", 2},
+        {"--attn-map %s/map.png --attn-block -1", "--attn-block -1: expected an integer >= 0", 2},
         {"--attn-block 0", "need --attn-map OUT.png", 2},
         {"--attn-map %s/no_such_dir/map.png", "--attn-map: cannot write", 1},
     };

@@ -162,13 +162,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--precision") && has_value) precision_arg = argv[++i];
         else if (!strcmp(a, "--device") && has_value) device_arg = argv[++i];
         else if (!strcmp(a, "--attn-block") && has_value) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || end == argv[i] || v < 0 || v > 100000) {
-                fprintf(stderr, "error: --attn-block %s: expected a block index >= 0\n", argv[i]);
-                return 2;
-            }
-            map_block = (int)v;
+            if (!flag_int(a, argv[++i], 0, &map_block)) return 2;
         }
         else if (!strcmp(a, "--ema")) use_ema = true;
         else if ((!strcmp(a, "--batch") || !strcmp(a, "--threads")) && has_value) {
