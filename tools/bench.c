@@ -45,7 +45,9 @@ typedef struct sgemm_ref {
 } sgemm_ref;
 
 static bool sgemm_ref_init(sgemm_ref *g, const char *mkn) {
-    if (sscanf(mkn, "%d,%d,%d", &g->M, &g->K, &g->N) != 3 || g->M < 1 || g->K < 1 || g->N < 1) {
+    int end = 0;
+    if (sscanf(mkn, "%d,%d,%d%n", &g->M, &g->K, &g->N, &end) != 3 || mkn[end] || g->M < 1 ||
+        g->K < 1 || g->N < 1) {
         fprintf(stderr, "error: --sgemm %s: expected M,K,N\n", mkn);
         return false;
     }
