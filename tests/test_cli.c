@@ -161,6 +161,10 @@ TEST(cli_bad_inputs_name_the_problem) {
     EXPECT(code == 1 && strstr(out, "model.name: unknown model \"deit_x\" (valid: deit_t"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train");
     EXPECT(code == 2 && strstr(out, "--config is required"), "exit %d:\n%s", code, out);
+    char many[17 * 420] = "";
+    for (int i = 0; i < 17; i++) snprintf(many + strlen(many), sizeof(many) - strlen(many), " --config %s", path);
+    code = run(out, sizeof(out), "./train%s", many);
+    EXPECT(code == 2 && strstr(out, "at most 16 config files"), "17 --config: exit %d:\n%s", code, out);
 }
 
 TEST(cli_bad_data_and_checkpoints) {

@@ -62,10 +62,29 @@ TEST(errors_cli_bench_names_each_usage_error) {
     EXPECT(code == 2 && strstr(out, "error: --sgemm 64,64,64x: expected M,K,N"), "exit %d:\n%s",
            code, out);
     code = run(out, sizeof(out), "%s --model deit_t --itres 3", bench);
-    EXPECT(code == 2 && strstr(out, "error: unknown argument --itres"), "exit %d:\n%s", code, out);
+    EXPECT(code == 2 && strstr(out, "error: unknown or incomplete argument '--itres'") &&
+               strstr(out, "usage: bench"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "%s --model", bench);
+    EXPECT(code == 2 && strstr(out, "error: unknown or incomplete argument '--model'"),
+           "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "%s --model deit_t --mode eval", bench);
     EXPECT(code == 2 && strstr(out, "usage: bench --model NAME [--mode train|infer]"),
            "exit %d:\n%s", code, out);
+}
+
+/* --help is the tools' own flag: bench took it for a flag missing its value */
+TEST(errors_cli_help_prints_usage_on_stdout) {
+    const char *bench = getenv("VITC_BENCH");
+    char out[16384], cmd[300];
+    const char *tools[] = {"./train", "./eval", "./sample", "%s"};
+    for (int i = 0; i < 4; i++) {
+        if (strstr(tools[i], "%s") && !bench) SKIP("VITC_BENCH (the bench binary) is not set");
+        snprintf(cmd, sizeof(cmd), tools[i], bench);
+        int code = run(out, sizeof(out), "%s --help 2>/dev/null", cmd);
+        EXPECT(code == 0 && strstr(out, "usage: ") && !strstr(out, "error"), "%s --help: exit %d:\n%s",
+               cmd, code, out);
+    }
 }
 
 /* a number is read whole: "2x" is not 2, nor "two" 0 (bench's default thread count) */

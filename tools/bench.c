@@ -135,39 +135,35 @@ static int bench_sgemm(const char *mkn, int iters, int threads) {
     return 0;
 }
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench --model NAME [--mode train|infer] [--batch N] [--iters K] [--img S] [--threads N]\n"
+               "                    [--sgemm M,K,N] [--precision P] [--device cpu|cuda[:N]]\n"
+               "                    [--profile]\n"
+               "       bench --sgemm M,K,N [--iters K] [--threads N]\n");
+}
+
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     const char *name = NULL, *mode = "train", *sgemm = NULL, *precision_arg = "fp32", *device_arg = "cpu";
     bool print_model = false, profile = false;
     int batch = 16, iters = 5, img = 0, threads = 0;
-    for (int i = 1; i < argc; i += 2) {
-        if (!strcmp(argv[i], "--print-model") || !strcmp(argv[i], "--profile")) {
-            *(!strcmp(argv[i], "--profile") ? &profile : &print_model) = true;
-            i--;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "error: %s needs a value\n", argv[i]);
-            return 2;
-        }
-        const char *flag = argv[i], *value = argv[i + 1];
-        bool ok = true;
-        if (!strcmp(flag, "--model")) name = value;
-        else if (!strcmp(flag, "--mode")) mode = value;
-        else if (!strcmp(flag, "--batch")) ok = flag_int(flag, value, 1, &batch);
-        else if (!strcmp(flag, "--iters")) ok = flag_int(flag, value, 1, &iters);
-        else if (!strcmp(flag, "--img")) ok = flag_int(flag, value, 1, &img);
-        else if (!strcmp(flag, "--threads")) ok = flag_int(flag, value, 1, &threads);
-        else if (!strcmp(flag, "--sgemm")) sgemm = value;
-        else if (!strcmp(flag, "--precision")) precision_arg = value;
-        else if (!strcmp(flag, "--device")) device_arg = value;
-        else {
-            fprintf(stderr, "error: unknown argument %s\n", flag);
-            return 2;
-        }
-        if (!ok) return 2;
-    }
-    int status = backend_select_flag(device_arg); /* before the first tensor and the precision */
+    const tool_flag flags[] = {
+        TEXT_FLAG("--model", &name),
+        TEXT_FLAG("--mode", &mode),
+        INT_FLAG("--batch", &batch, 1),
+        INT_FLAG("--iters", &iters, 1),
+        INT_FLAG("--img", &img, 1),
+        INT_FLAG("--threads", &threads, 1),
+        TEXT_FLAG("--sgemm", &sgemm),
+        TEXT_FLAG("--precision", &precision_arg),
+        TEXT_FLAG("--device", &device_arg),
+        SWITCH_FLAG("--profile", &profile),
+        SWITCH_FLAG("--print-model", &print_model),
+        FLAGS_END,
+    };
+    int status = flags_read(argc, argv, flags, usage);
+    if (status >= 0) return status;
+    status = backend_select_flag(device_arg); /* before the first tensor and the precision */
     if (!status) status = precision_select_flag(precision_arg);
     if (status) return status;
     if (sgemm && !name) return bench_sgemm(sgemm, iters, threads);
@@ -182,10 +178,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!name || (strcmp(mode, "train") && strcmp(mode, "infer"))) {
-        fprintf(stderr, "usage: bench --model NAME [--mode train|infer] [--batch N] [--iters K] [--img S] [--threads N]\n"
-                        "                    [--sgemm M,K,N] [--precision P] [--device cpu|cuda[:N]]\n"
-                        "                    [--profile]\n"
-                        "       bench --sgemm M,K,N [--iters K] [--threads N]\n");
+        usage(stderr);
         return 2;
     }
     vitc_set_threads(threads);

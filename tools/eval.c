@@ -148,31 +148,22 @@ int main(int argc, char **argv) {
     int map_block = -1;
     bool use_ema = false;
     int batch_size = 64, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_value = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--ckpt") && has_value) ckpt = argv[++i];
-        else if (!strcmp(a, "--data") && has_value) data = argv[++i];
-        else if (!strcmp(a, "--image") && has_value) image = argv[++i];
-        else if (!strcmp(a, "--attn-map") && has_value) map_path = argv[++i];
-        else if (!strcmp(a, "--attn-query") && has_value) query = argv[++i];
-        else if (!strcmp(a, "--precision") && has_value) precision_arg = argv[++i];
-        else if (!strcmp(a, "--device") && has_value) device_arg = argv[++i];
-        else if (!strcmp(a, "--attn-block") && has_value) {
-            if (!flag_int(a, argv[++i], 0, &map_block)) return 2;
-        }
-        else if (!strcmp(a, "--ema")) use_ema = true;
-        else if ((!strcmp(a, "--batch") || !strcmp(a, "--threads")) && has_value) {
-            if (!flag_int(a, argv[++i], 1, !strcmp(a, "--batch") ? &batch_size : &threads)) return 2;
-        } else {
-            fprintf(stderr, "error: unknown or incomplete argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    const tool_flag flags[] = {
+        TEXT_FLAG("--ckpt", &ckpt),
+        TEXT_FLAG("--data", &data),
+        TEXT_FLAG("--image", &image),
+        TEXT_FLAG("--attn-map", &map_path),
+        TEXT_FLAG("--attn-query", &query),
+        INT_FLAG("--attn-block", &map_block, 0),
+        TEXT_FLAG("--precision", &precision_arg),
+        TEXT_FLAG("--device", &device_arg),
+        SWITCH_FLAG("--ema", &use_ema),
+        INT_FLAG("--batch", &batch_size, 1),
+        INT_FLAG("--threads", &threads, 1),
+        FLAGS_END,
+    };
+    int status = flags_read(argc, argv, flags, usage);
+    if (status >= 0) return status;
     if (!ckpt) {
         fprintf(stderr, "error: --ckpt is required\n");
         usage(stderr);
@@ -195,7 +186,7 @@ int main(int argc, char **argv) {
         }
     }
     vitc_set_threads(threads ? threads : dist_default_threads());
-    int status = backend_select_flag(device_arg); /* before the first tensor and the precision */
+    status = backend_select_flag(device_arg); /* before the first tensor and the precision */
     if (!status) status = precision_select_flag(precision_arg);
     if (status) return status;
     char err[8192];

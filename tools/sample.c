@@ -242,6 +242,18 @@ static void sample_batch(const model_config *mc, velocity_fn f, void *ctx, float
     else transport_sample(f, ctx, x, n, P * C, so, noise);
 }
 
+/* --cfg: a guidance scale in [0, 1000] */
+static int read_guidance(const char *flag, const char *value, void *to) {
+    char *end;
+    double cfg = strtod(value, &end);
+    if (*end || end == value || !(cfg >= 0 && cfg <= 1000)) {
+        fprintf(stderr, "error: %s %s: expected a guidance scale >= 0\n", flag, value);
+        return 2;
+    }
+    *(double *)to = cfg;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     const char *ckpt = NULL, *ckpts = NULL, *out = NULL, *sampler = NULL, *ratios_arg = NULL, *distance = "mae",
@@ -249,51 +261,30 @@ int main(int argc, char **argv) {
     int cls = -1, n = 8, steps = 250, seed = 0, threads = 0, calibrate = 3, jsd_pairs = 256;
     double cfg = 1.0;
     bool use_ema = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_value = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--ckpt") && has_value) ckpt = argv[++i];
-        else if (!strcmp(a, "--ckpts") && has_value) ckpts = argv[++i];
-        else if (!strcmp(a, "--switch-ratios") && has_value) ratios_arg = argv[++i];
-        else if (!strcmp(a, "--switch-distance") && has_value) distance = argv[++i];
-        else if (!strcmp(a, "--jsd") && has_value) jsd_path = argv[++i];
-        else if (!strcmp(a, "--judge") && has_value) judge_path = argv[++i];
-        else if (!strcmp(a, "--judge-real") && has_value) judge_real = argv[++i];
-        else if (!strcmp(a, "--device") && has_value) device_arg = argv[++i];
-        else if (!strcmp(a, "--jsd-pairs") && has_value) {
-            if (!flag_int(a, argv[++i], 1, &jsd_pairs)) return 2;
-        }
-        else if (!strcmp(a, "--switch-calibrate") && has_value) {
-            if (!flag_int(a, argv[++i], 1, &calibrate)) return 2;
-        } else if (!strcmp(a, "--out") && has_value) out = argv[++i];
-        else if (!strcmp(a, "--sampler") && has_value) sampler = argv[++i];
-        else if (!strcmp(a, "--ema")) use_ema = true;
-        else if (!strcmp(a, "--class") && has_value) {
-            if (!flag_int(a, argv[++i], 0, &cls)) return 2;
-        } else if (!strcmp(a, "--n") && has_value) {
-            if (!flag_int(a, argv[++i], 1, &n)) return 2;
-        } else if (!strcmp(a, "--steps") && has_value) {
-            if (!flag_int(a, argv[++i], 2, &steps)) return 2;
-        } else if (!strcmp(a, "--seed") && has_value) {
-            if (!flag_int(a, argv[++i], 0, &seed)) return 2;
-        } else if (!strcmp(a, "--threads") && has_value) {
-            if (!flag_int(a, argv[++i], 1, &threads)) return 2;
-        } else if (!strcmp(a, "--cfg") && has_value) {
-            char *end;
-            cfg = strtod(argv[++i], &end);
-            if (*end || end == argv[i] || !(cfg >= 0 && cfg <= 1000)) {
-                fprintf(stderr, "error: --cfg %s: expected a guidance scale >= 0\n", argv[i]);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "error: unknown or incomplete argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    const tool_flag flags[] = {
+        TEXT_FLAG("--ckpt", &ckpt),
+        TEXT_FLAG("--ckpts", &ckpts),
+        TEXT_FLAG("--switch-ratios", &ratios_arg),
+        TEXT_FLAG("--switch-distance", &distance),
+        INT_FLAG("--switch-calibrate", &calibrate, 1),
+        TEXT_FLAG("--jsd", &jsd_path),
+        INT_FLAG("--jsd-pairs", &jsd_pairs, 1),
+        TEXT_FLAG("--judge", &judge_path),
+        TEXT_FLAG("--judge-real", &judge_real),
+        TEXT_FLAG("--device", &device_arg),
+        TEXT_FLAG("--out", &out),
+        TEXT_FLAG("--sampler", &sampler),
+        SWITCH_FLAG("--ema", &use_ema),
+        INT_FLAG("--class", &cls, 0),
+        INT_FLAG("--n", &n, 1),
+        INT_FLAG("--steps", &steps, 2),
+        INT_FLAG("--seed", &seed, 0),
+        INT_FLAG("--threads", &threads, 1),
+        TAKE_FLAG("--cfg", &cfg, read_guidance),
+        FLAGS_END,
+    };
+    int status = flags_read(argc, argv, flags, usage);
+    if (status >= 0) return status;
     if (!(ckpt || ckpts) || !out || (ckpt && ckpts)) {
         fprintf(stderr, "error: --out and one of --ckpt and --ckpts are required\n");
         usage(stderr);
@@ -323,7 +314,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     vitc_set_threads(threads ? threads : dist_default_threads());
-    int status = backend_select_flag(device_arg); /* before the first tensor */
+    status = backend_select_flag(device_arg); /* before the first tensor */
     if (status) return status;
     char err[8192];
     st_file f[SCHEDULE_MAX_NETS];

@@ -98,52 +98,78 @@ static const char *find_config(const char *name, char *buf, size_t len) {
     return NULL;
 }
 
+/* what train's flags gather: config files, and overrides in the order given, --out, --precision
+ * and --device among them as the keys they set (so that a resumed run keeps them) */
+typedef struct train_args {
+    const char *files[16], *sets[256];
+    int n_files, n_sets;
+    char paths[16][512], out_set[1100], precision_set[64], device_set[64];
+} train_args;
+
+static int take_config(const char *flag, const char *value, void *to) {
+    train_args *t = to;
+    if (t->n_files == 16) {
+        fprintf(stderr, "error: %s %s: at most 16 config files\n", flag, value);
+        return 2;
+    }
+    t->files[t->n_files] = find_config(value, t->paths[t->n_files], sizeof(t->paths[0]));
+    return t->files[t->n_files++] ? 0 : 1;
+}
+
+static int take_set(const char *flag, const char *value, void *to) {
+    train_args *t = to;
+    if (t->n_sets == 256) {
+        fprintf(stderr, "error: %s %s: at most 256 overrides\n", flag, value);
+        return 2;
+    }
+    t->sets[t->n_sets++] = value;
+    return 0;
+}
+
+static int take_out(const char *flag, const char *value, void *to) {
+    train_args *t = to;
+    snprintf(t->out_set, sizeof(t->out_set), "run.out=\"%s\"", value);
+    return take_set(flag, t->out_set, t);
+}
+
+/* a wrong value is named by train.precision's check */
+static int take_precision(const char *flag, const char *value, void *to) {
+    train_args *t = to;
+    snprintf(t->precision_set, sizeof(t->precision_set), "train.precision=\"%.40s\"", value);
+    return take_set(flag, t->precision_set, t);
+}
+
+/* refused at once when this build or machine cannot run it */
+static int take_device(const char *flag, const char *value, void *to) {
+    train_args *t = to;
+    int status = backend_select_flag(value);
+    if (status) return status;
+    snprintf(t->device_set, sizeof(t->device_set), "train.device=\"%.40s\"", value);
+    return take_set(flag, t->device_set, t);
+}
+
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
-    const char *files[16], *sets[256];
-    int n_files = 0, n_sets = 0, threads = 0;
-    char paths[16][512], out_set[1100], precision_set[64], device_set[64];
+    static train_args args; /* 12 KiB of paths */
+    int threads = 0;
     train_options o = {0};
     bool summary = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_value = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--config") && has_value && n_files < 16) {
-            files[n_files] = find_config(argv[++i], paths[n_files], sizeof(paths[0]));
-            if (!files[n_files++]) return 1;
-        } else if (!strcmp(a, "--set") && has_value && n_sets < 256) {
-            sets[n_sets++] = argv[++i];
-        } else if (!strcmp(a, "--resume") && has_value) {
-            o.resume = argv[++i];
-        } else if (!strcmp(a, "--threads") && has_value) {
-            if (!flag_int(a, argv[++i], 1, &threads)) return 2;
-        } else if (!strcmp(a, "--out") && has_value && n_sets < 255) {
-            /* recorded as run.out so a resumed run writes to the same place */
-            snprintf(out_set, sizeof(out_set), "run.out=\"%s\"", argv[++i]);
-            sets[n_sets++] = out_set;
-        } else if (!strcmp(a, "--precision") && has_value && n_sets < 255) {
-            /* recorded as train.precision, which names a wrong value, so a resumed run keeps it */
-            snprintf(precision_set, sizeof(precision_set), "train.precision=\"%.40s\"", argv[++i]);
-            sets[n_sets++] = precision_set;
-        } else if (!strcmp(a, "--summary")) {
-            summary = true;
-        } else if (!strcmp(a, "--quiet")) {
-            o.quiet = true;
-        } else if (!strcmp(a, "--device") && has_value && n_sets < 255) {
-            /* refused at once when this build or machine cannot run it; recorded as train.device */
-            int status = backend_select_flag(argv[++i]);
-            if (status) return status;
-            snprintf(device_set, sizeof(device_set), "train.device=\"%.40s\"", argv[i]);
-            sets[n_sets++] = device_set;
-        } else {
-            fprintf(stderr, "error: unknown or incomplete argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    const tool_flag flags[] = {
+        TAKE_FLAG("--config", &args, take_config),
+        TAKE_FLAG("--set", &args, take_set),
+        TAKE_FLAG("--out", &args, take_out),
+        TAKE_FLAG("--precision", &args, take_precision),
+        TAKE_FLAG("--device", &args, take_device),
+        TEXT_FLAG("--resume", &o.resume),
+        INT_FLAG("--threads", &threads, 1),
+        SWITCH_FLAG("--summary", &summary),
+        SWITCH_FLAG("--quiet", &o.quiet),
+        FLAGS_END,
+    };
+    int status = flags_read(argc, argv, flags, usage);
+    if (status >= 0) return status;
+    const char **files = args.files, **sets = args.sets;
+    int n_files = args.n_files, n_sets = args.n_sets;
     if (!n_files && !o.resume) {
         fprintf(stderr, "error: --config is required\n");
         usage(stderr);

@@ -1,9 +1,9 @@
 #include "flags.h"
 
-#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-bool flag_int(const char *flag, const char *value, int lo, int *out) {
+static bool read_int(const char *flag, const char *value, int lo, int *out) {
     char *end;
     long v = strtol(value, &end, 10);
     if (*end || end == value || v < lo || v > 1000000000) {
@@ -12,4 +12,39 @@ bool flag_int(const char *flag, const char *value, int lo, int *out) {
     }
     *out = (int)v;
     return true;
+}
+
+static const tool_flag *find(const tool_flag *flags, const char *name) {
+    for (; flags->name; flags++)
+        if (!strcmp(flags->name, name)) return flags;
+    return NULL;
+}
+
+int flags_read(int argc, char **argv, const tool_flag *flags, void (*usage)(FILE *)) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        const tool_flag *f = find(flags, a);
+        if (!f || (f->kind != FLAG_SWITCH && i + 1 >= argc)) {
+            fprintf(stderr, "error: unknown or incomplete argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        switch (f->kind) {
+        case FLAG_SWITCH: *(bool *)f->to = true; break;
+        case FLAG_TEXT: *(const char **)f->to = argv[++i]; break;
+        case FLAG_INT:
+            if (!read_int(a, argv[++i], f->lo, f->to)) return 2;
+            break;
+        case FLAG_TAKE: {
+            int status = f->take(a, argv[++i], f->to);
+            if (status) return status;
+            break;
+        }
+        }
+    }
+    return -1;
 }

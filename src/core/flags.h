@@ -1,7 +1,34 @@
-/* The command-line tools' integer flags, read whole: "5x", "abc" and "" are errors, not 5 or 0. */
+/* The command-line tools' flags: each tool's as a table, read by one loop, so that all of them
+ * answer --help, unknown flags and bad values alike (exit 2 for a usage error). Integers are read
+ * whole: "5x", "abc" and "" are errors, not 5 or 0. */
 #pragma once
 #include <stdbool.h>
+#include <stdio.h>
 
-/* *out = value as an integer in [lo, 1e9]; false after printing "error: FLAG VALUE: expected an
- * integer >= LO" (the tools then exit 2) */
-bool flag_int(const char *flag, const char *value, int lo, int *out);
+typedef enum {
+    FLAG_SWITCH, /* no value: *(bool *)to = true */
+    FLAG_TEXT,   /* *(const char **)to = the value */
+    FLAG_INT,    /* *(int *)to = the value, an integer in [lo, 1e9] */
+    FLAG_TAKE,   /* take(flag, value, to): 0, or the exit status to stop with */
+} flag_kind;
+
+typedef struct tool_flag {
+    const char *name; /* NULL ends a table */
+    flag_kind kind;
+    void *to;
+    int lo;
+    int (*take)(const char *flag, const char *value, void *to);
+} tool_flag;
+
+/* a table's rows */
+#define SWITCH_FLAG(flag, to_) {.name = (flag), .kind = FLAG_SWITCH, .to = (to_)}
+#define TEXT_FLAG(flag, to_) {.name = (flag), .kind = FLAG_TEXT, .to = (to_)}
+#define INT_FLAG(flag, to_, least) {.name = (flag), .kind = FLAG_INT, .to = (to_), .lo = (least)}
+#define TAKE_FLAG(flag, to_, fn) {.name = (flag), .kind = FLAG_TAKE, .to = (to_), .take = (fn)}
+#define FLAGS_END {.name = NULL}
+
+/* argv[1..] by the table. --help or -h: usage on stdout, 0. A flag not in it or missing its value:
+ * "error: unknown or incomplete argument 'FLAG'" and usage on stderr, 2; an integer not read whole
+ * or below its least: "error: FLAG VALUE: expected an integer >= LO", 2; a TAKE's non-zero
+ * status: that. -1 when every argument was read. */
+int flags_read(int argc, char **argv, const tool_flag *flags, void (*usage)(FILE *));
