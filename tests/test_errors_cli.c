@@ -68,8 +68,23 @@ TEST(errors_cli_bench_names_each_usage_error) {
     code = run(out, sizeof(out), "%s --model", bench);
     EXPECT(code == 2 && strstr(out, "error: unknown or incomplete argument '--model'"),
            "exit %d:\n%s", code, out);
+    /* (under AddressSanitizer too: its allocator then returns NULL, as malloc does) */
+    code = run(out, sizeof(out), "ASAN_OPTIONS=allocator_may_return_null=1 %s --model deit_t "
+               "--batch 1000000000 --iters 1", bench);
+    EXPECT(code == 1 && strstr(out, "error: out of memory allocating"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "%s --model deit_t --mode eval", bench);
     EXPECT(code == 2 && strstr(out, "usage: bench --model NAME [--mode train|infer]"),
+           "exit %d:\n%s", code, out);
+}
+
+/* libgomp fails to start a hundred thousand threads, and the process crashed on the way */
+TEST(errors_cli_thread_counts_are_bounded) {
+    char out[16384];
+    int code = run(out, sizeof(out), "./train --config tiny/deit_agent --threads 100000 --summary");
+    EXPECT(code == 2 && strstr(out, "error: --threads 100000: expected an integer from 1 to 1024"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "OMP_NUM_THREADS=100000 ./train --config tiny/deit_agent --summary");
+    EXPECT(code == 1 && strstr(out, "error: OMP_NUM_THREADS=100000: at most 1024 threads"),
            "exit %d:\n%s", code, out);
 }
 
@@ -103,7 +118,8 @@ TEST(errors_cli_number_flags_are_read_whole) {
         if (strstr(cases[i][0], "%s") && !bench) SKIP("VITC_BENCH (the bench binary) is not set");
         snprintf(cmd, sizeof(cmd), cases[i][0], bench);
         char message[100];
-        snprintf(message, sizeof(message), "error: %s: expected an integer >= 1", cases[i][1]);
+        snprintf(message, sizeof(message), "error: %s: expected an integer %s", cases[i][1],
+                 strstr(cases[i][1], "--threads") ? "from 1 to 1024" : ">= 1");
         int code = run(out, sizeof(out), "%s", cmd);
         EXPECT(code == 2 && strstr(out, message), "%s: exit %d:\n%s", cmd, code, out);
     }

@@ -25,6 +25,7 @@
 
 #include "../models/model.h"
 #include "core/arena.h"
+#include "core/check.h"
 #include "core/clock.h"
 #include "core/flags.h"
 #include "core/memory.h"
@@ -122,7 +123,7 @@ static int bench_sgemm(const char *mkn, int iters, int threads) {
     sgemm_ref g;
     if (!sgemm_ref_init(&g, mkn)) return 2;
     vitc_set_threads(threads);
-    double *t = malloc(sizeof(double) * (size_t)iters);
+    double *t = xmalloc(sizeof(double) * (size_t)iters);
     for (int it = -2; it < iters; it++) {
         double s = sgemm_seconds(&g);
         if (it >= 0) t[it] = s;
@@ -153,7 +154,7 @@ int main(int argc, char **argv) {
         INT_FLAG("--batch", &batch, 1),
         INT_FLAG("--iters", &iters, 1),
         INT_FLAG("--img", &img, 1),
-        INT_FLAG("--threads", &threads, 1),
+        RANGE_FLAG("--threads", &threads, 1, VITC_MAX_THREADS),
         TEXT_FLAG("--sgemm", &sgemm),
         TEXT_FLAG("--precision", &precision_arg),
         TEXT_FLAG("--device", &device_arg),
@@ -205,21 +206,21 @@ int main(int argc, char **argv) {
     }
     batch /= ranks;
     grad_sync *sync = ranks > 1 && train ? grad_sync_create(&m->ps) : NULL;
-    float *alone = sync ? malloc(sizeof(float) * (size_t)m->ps.span) : NULL;
-    double *wait = calloc((size_t)iters, sizeof(double)), *comm = calloc((size_t)iters, sizeof(double));
+    float *alone = sync ? xmalloc(sizeof(float) * (size_t)m->ps.span) : NULL;
+    double *wait = xcalloc((size_t)iters, sizeof(double)), *comm = xcalloc((size_t)iters, sizeof(double));
     adamw opt = {0}; /* (inference has no optimizer state: eval allocates none) */
     if (train) adamw_init(&opt, &m->ps, 0.05, 0.9, 0.999, 1e-8);
     tensor *x = NULL;
-    int *labels = calloc((size_t)batch, sizeof(int));
-    float *pixels = malloc(sizeof(float) * (size_t)batch * mc.img_size * mc.img_size * mc.in_chans);
+    int *labels = xcalloc((size_t)batch, sizeof(int));
+    float *pixels = xmalloc(sizeof(float) * (size_t)batch * mc.img_size * mc.img_size * mc.in_chans);
     rng r;
     rng_seed(&r, 1, RNG_TEST);
     for (size_t i = 0; i < (size_t)batch * mc.img_size * mc.img_size * mc.in_chans; i++) pixels[i] = rng_normal(&r);
     tape_set_grad_enabled(train);
     sgemm_ref g = {0};
     if (sgemm && !sgemm_ref_init(&g, sgemm)) return 2;
-    double *t = malloc(sizeof(double) * (size_t)iters), kept_bytes = 0;
-    double *ts = malloc(sizeof(double) * (size_t)iters * SGEMM_CALLS_PER_STEP);
+    double *t = xmalloc(sizeof(double) * (size_t)iters), kept_bytes = 0;
+    double *ts = xmalloc(sizeof(double) * (size_t)iters * SGEMM_CALLS_PER_STEP);
     for (int it = -2; it < iters; it++) { /* two warm-up runs */
         if (profile && it == 0) tape_profile_start();
         for (int k = 0; sgemm && k < SGEMM_CALLS_PER_STEP; k++) {

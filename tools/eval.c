@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
         TEXT_FLAG("--device", &device_arg),
         SWITCH_FLAG("--ema", &use_ema),
         INT_FLAG("--batch", &batch_size, 1),
-        INT_FLAG("--threads", &threads, 1),
+        RANGE_FLAG("--threads", &threads, 1, VITC_MAX_THREADS),
         FLAGS_END,
     };
     int status = flags_read(argc, argv, flags, usage);

@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
         INT_FLAG("--n", &n, 1),
         INT_FLAG("--steps", &steps, 2),
         INT_FLAG("--seed", &seed, 0),
-        INT_FLAG("--threads", &threads, 1),
+        RANGE_FLAG("--threads", &threads, 1, VITC_MAX_THREADS),
         TAKE_FLAG("--cfg", &cfg, read_guidance),
         FLAGS_END,
     };

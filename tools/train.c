@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
         TAKE_FLAG("--precision", &args, take_precision),
         TAKE_FLAG("--device", &args, take_device),
         TEXT_FLAG("--resume", &o.resume),
-        INT_FLAG("--threads", &threads, 1),
+        RANGE_FLAG("--threads", &threads, 1, VITC_MAX_THREADS),
         SWITCH_FLAG("--summary", &summary),
         SWITCH_FLAG("--quiet", &o.quiet),
         FLAGS_END,

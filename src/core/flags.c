@@ -3,11 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool read_int(const char *flag, const char *value, int lo, int *out) {
+static bool read_int(const char *flag, const char *value, int lo, int hi, int *out) {
     char *end;
     long v = strtol(value, &end, 10);
-    if (*end || end == value || v < lo || v > 1000000000) {
-        fprintf(stderr, "error: %s %s: expected an integer >= %d\n", flag, value, lo);
+    if (*end || end == value || v < lo || v > (hi ? hi : 1000000000)) {
+        if (hi) fprintf(stderr, "error: %s %s: expected an integer from %d to %d\n", flag, value, lo, hi);
+        else fprintf(stderr, "error: %s %s: expected an integer >= %d\n", flag, value, lo);
         return false;
     }
     *out = (int)v;
@@ -37,7 +38,7 @@ int flags_read(int argc, char **argv, const tool_flag *flags, void (*usage)(FILE
         case FLAG_SWITCH: *(bool *)f->to = true; break;
         case FLAG_TEXT: *(const char **)f->to = argv[++i]; break;
         case FLAG_INT:
-            if (!read_int(a, argv[++i], f->lo, f->to)) return 2;
+            if (!read_int(a, argv[++i], f->lo, f->hi, f->to)) return 2;
             break;
         case FLAG_TAKE: {
             int status = f->take(a, argv[++i], f->to);

@@ -8,7 +8,7 @@
 typedef enum {
     FLAG_SWITCH, /* no value: *(bool *)to = true */
     FLAG_TEXT,   /* *(const char **)to = the value */
-    FLAG_INT,    /* *(int *)to = the value, an integer in [lo, 1e9] */
+    FLAG_INT,    /* *(int *)to = the value, an integer in [lo, hi] (hi 0: 1e9) */
     FLAG_TAKE,   /* take(flag, value, to): 0, or the exit status to stop with */
 } flag_kind;
 
@@ -16,7 +16,7 @@ typedef struct tool_flag {
     const char *name; /* NULL ends a table */
     flag_kind kind;
     void *to;
-    int lo;
+    int lo, hi;
     int (*take)(const char *flag, const char *value, void *to);
 } tool_flag;
 
@@ -24,11 +24,13 @@ typedef struct tool_flag {
 #define SWITCH_FLAG(flag, to_) {.name = (flag), .kind = FLAG_SWITCH, .to = (to_)}
 #define TEXT_FLAG(flag, to_) {.name = (flag), .kind = FLAG_TEXT, .to = (to_)}
 #define INT_FLAG(flag, to_, least) {.name = (flag), .kind = FLAG_INT, .to = (to_), .lo = (least)}
+#define RANGE_FLAG(flag, to_, least, most) \
+    {.name = (flag), .kind = FLAG_INT, .to = (to_), .lo = (least), .hi = (most)}
 #define TAKE_FLAG(flag, to_, fn) {.name = (flag), .kind = FLAG_TAKE, .to = (to_), .take = (fn)}
 #define FLAGS_END {.name = NULL}
 
 /* argv[1..] by the table. --help or -h: usage on stdout, 0. A flag not in it or missing its value:
  * "error: unknown or incomplete argument 'FLAG'" and usage on stderr, 2; an integer not read whole
- * or below its least: "error: FLAG VALUE: expected an integer >= LO", 2; a TAKE's non-zero
+ * or below its least: "error: FLAG VALUE: expected an integer >= LO" (or "from LO to HI"), 2; a TAKE's non-zero
  * status: that. -1 when every argument was read. */
 int flags_read(int argc, char **argv, const tool_flag *flags, void (*usage)(FILE *));

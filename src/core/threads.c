@@ -1,12 +1,15 @@
 #include "threads.h"
 
 #include <cblas.h>
+#include <stdlib.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 #ifdef __SSE2__
 #include <xmmintrin.h>
 #endif
+
+#include "check.h"
 
 /* Denormal floats (below 1.2e-38) cost x86 a microcode assist per operation, ~100 times the normal
  * speed: softmax over Swin's shifted windows (mask -100) normalises half of each row into them, and
@@ -19,6 +22,9 @@ static void flush_denormals(void) {
 }
 
 void vitc_set_threads(int n) {
+    CHECK(n <= VITC_MAX_THREADS, "%d threads: at most %d", n, VITC_MAX_THREADS);
+    CHECK(n > 0 || vitc_threads() <= VITC_MAX_THREADS, "OMP_NUM_THREADS=%s: at most %d threads",
+          getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "(unset)", VITC_MAX_THREADS);
     flush_denormals(); /* threads created later inherit the main thread's mode */
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);
