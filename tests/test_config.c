@@ -48,7 +48,8 @@ TEST(config_errors_name_the_path) {
     EXPECT_ERROR(config_int(&c, "train.batch", 1, 1, 1 << 20), "train.batch: 0 is out of range");
     EXPECT_ERROR(config_check_unknown(&c), "model.colour: unknown key (valid keys in model: img_size");
     EXPECT_ERROR(config_merge_text(&c, "{\"a\": 1,\n \"b\": }", "bad.json"), "bad.json: invalid JSON near line 2");
-    EXPECT_ERROR(config_merge_file(&c, "/nonexistent/x.json"), "cannot open config file /nonexistent/x.json");
+    EXPECT_ERROR(config_merge_file(&c, "/nonexistent/x.json"), "cannot read config file /nonexistent/x.json: No such file");
+    EXPECT_ERROR(config_merge_file(&c, "/tmp"), "cannot read config file /tmp: is a directory");
     EXPECT_ERROR(config_set(&c, "novalue"), "expected key=value");
     config_free(&c);
 }

@@ -94,6 +94,10 @@ TEST(safetensors_truncated_file_is_an_error_naming_it) {
     EXPECT(strstr(err, path) && strstr(err, "outside"), "message: %s", err);
     unlink(path);
     EXPECT(!st_read(&f, path, err, sizeof(err)) && strstr(err, "No such file"), "%s", err);
+    /* a directory opens for reading and then claims 2^63 bytes: eval --ckpt DIR said "out of memory" */
+    EXPECT(!st_read(&f, "/tmp", err, sizeof(err)) && strstr(err, "/tmp: is a directory"), "%s", err);
+    EXPECT(!st_read(&f, "/dev/null", err, sizeof(err)) && strstr(err, "/dev/null: is not a regular file"),
+           "%s", err);
 }
 
 TEST(safetensors_converts_half_precision) {

@@ -1,13 +1,13 @@
 #include "config.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "file.h"
 
 void config_error(const char *path, const char *fmt, ...) {
     char msg[768];
@@ -60,16 +60,10 @@ void config_merge_text(config *c, const char *json, const char *source) {
 }
 
 void config_merge_file(config *c, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) FATAL("cannot open config file %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    CHECK(size >= 0 && size < (64 << 20), "config file %s: bad size %ld", path, size);
-    char *text = xmalloc((size_t)size + 1);
-    size_t got = fread(text, 1, (size_t)size, f);
-    fclose(f);
-    text[got] = 0;
+    char err[600];
+    size_t size;
+    char *text = file_read_whole(path, 64 << 20, &size, err, sizeof(err));
+    if (!text) FATAL("cannot read config file %s", err);
     config_merge_text(c, text, path);
     free(text);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "file.h"
 
 /* header length bound: far above real checkpoints (~100 bytes per tensor), below absurd values */
 #define ST_MAX_HEADER (100u << 20)
@@ -162,24 +163,11 @@ done:
 
 bool st_read(st_file *f, const char *path, char *err, size_t err_len) {
     memset(f, 0, sizeof(*f));
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return fail(err, err_len, "%s: %s", path, strerror(errno));
-    uint8_t *buf = NULL;
-    long size = -1;
-    if (fseek(fp, 0, SEEK_END) == 0) size = ftell(fp);
-    if (size < 0 || fseek(fp, 0, SEEK_SET) != 0) {
-        fclose(fp);
-        return fail(err, err_len, "%s: cannot determine the file size", path);
-    }
-    buf = xmalloc((size_t)size);
-    size_t got = fread(buf, 1, (size_t)size, fp);
-    fclose(fp);
-    if (got != (size_t)size) {
-        free(buf);
-        return fail(err, err_len, "%s: read %zu of %ld bytes", path, got, size);
-    }
+    size_t size;
+    uint8_t *buf = (uint8_t *)file_read_whole(path, SIZE_MAX / 2, &size, err, err_len);
+    if (!buf) return false;
     char inner[512];
-    if (!st_parse(f, buf, (size_t)size, inner, sizeof(inner)))
+    if (!st_parse(f, buf, size, inner, sizeof(inner)))
         return fail(err, err_len, "%s: %s", path, inner);
     return true;
 }
