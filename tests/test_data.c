@@ -212,6 +212,11 @@ TEST(randaugment_ops_on_known_inputs) {
                ra.mstd == 0.5 && ra.increasing,
            "parse");
     EXPECT(!randaugment_parse(&ra, "rand-m9-bogus"), "bad spec accepted");
+    const char *out_of_range[] = {"rand-n99999999999-m9-inc1", "rand-n17-m9-inc1", "rand-n-1-m9-inc1",
+                                  "rand-minf-inc1", "rand-m9-mstdnan-inc1", "rand-n-m9-inc1"};
+    for (int i = 0; i < 6; i++)
+        EXPECT(!randaugment_parse(&ra, out_of_range[i]), "%s accepted", out_of_range[i]);
+    EXPECT(randaugment_parse(&ra, "rand-n16-m9-inc1") && ra.num_ops == 16, "n16");
     unsigned char a[8] = {0, 10, 100, 127, 128, 200, 250, 255}, s[8];
     image img = {a, 8, 1, 1}, scratch = {s, 8, 1, 1};
     randaugment_op(RA_INVERT, 5, false, &img, &scratch);

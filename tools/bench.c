@@ -46,12 +46,12 @@ typedef struct sgemm_ref {
 } sgemm_ref;
 
 static bool sgemm_ref_init(sgemm_ref *g, const char *mkn) {
-    int end = 0;
-    if (sscanf(mkn, "%d,%d,%d%n", &g->M, &g->K, &g->N, &end) != 3 || mkn[end] || g->M < 1 ||
-        g->K < 1 || g->N < 1) {
+    int mkn_ints[3];
+    if (!flag_ints(mkn, 3, 1, mkn_ints)) {
         fprintf(stderr, "error: --sgemm %s: expected M,K,N\n", mkn);
         return false;
     }
+    g->M = mkn_ints[0], g->K = mkn_ints[1], g->N = mkn_ints[2];
     /* on cache lines, as the arena places tensors: calloc's large blocks start 16 bytes past a
      * page, and AMX tile stores into C rows that straddle lines ran the bare bf16 GEMM 1.5-2x
      * slower than the same product on the arena's tensors */

@@ -177,14 +177,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: --attn-block and --attn-query need --attn-map OUT.png\n");
         return 2;
     }
-    int qx = -1, qy = -1;
+    int qxy[2] = {-1, -1};
     if (query) {
-        char tail;
-        if (sscanf(query, "%d,%d%c", &qx, &qy, &tail) != 2 || qx < 0 || qy < 0) {
+        if (!flag_ints(query, 2, 0, qxy)) {
             fprintf(stderr, "error: --attn-query %s: expected X,Y (pixels of the model's input)\n", query);
             return 2;
         }
     }
+    int qx = qxy[0], qy = qxy[1];
     vitc_set_threads(threads ? threads : dist_default_threads());
     status = backend_select_flag(device_arg); /* before the first tensor and the precision */
     if (!status) status = precision_select_flag(precision_arg);

@@ -15,6 +15,18 @@ static bool read_int(const char *flag, const char *value, int lo, int hi, int *o
     return true;
 }
 
+bool flag_ints(const char *text, int n, int lo, int *out) {
+    const char *p = text;
+    for (int i = 0; i < n; i++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < lo || v > 1000000000 || *end != (i + 1 < n ? ',' : '\0')) return false;
+        out[i] = (int)v;
+        p = end + 1;
+    }
+    return true;
+}
+
 static const tool_flag *find(const tool_flag *flags, const char *name) {
     for (; flags->name; flags++)
         if (!strcmp(flags->name, name)) return flags;

@@ -34,3 +34,6 @@ typedef struct tool_flag {
  * or below its least: "error: FLAG VALUE: expected an integer >= LO" (or "from LO to HI"), 2; a TAKE's non-zero
  * status: that. -1 when every argument was read. */
 int flags_read(int argc, char **argv, const tool_flag *flags, void (*usage)(FILE *));
+
+/* text as n comma-separated integers in [lo, 1e9] ("64,64,64", "3,5"), each read whole */
+bool flag_ints(const char *text, int n, int lo, int *out);

@@ -31,7 +31,7 @@ void augment_config_read(augment_config *a, config *c) {
     randaugment check;
     if (ra[0] && !randaugment_parse(&check, ra))
         config_error("aug.randaugment", "\"%s\" is not a RandAugment spec like rand-m9-mstd0.5-inc1 "
-                     "(\"\" turns it off)", ra);
+                     "(n at most %d; \"\" turns it off)", ra, RA_MAX_OPS);
     snprintf(a->randaugment, sizeof(a->randaugment), "%s", ra);
     a->color_jitter = config_float(c, "aug.color_jitter", 0.4, 0, 1);
     a->reprob = config_float(c, "aug.reprob", 0.25, 0, 1);

@@ -14,16 +14,19 @@ bool randaugment_parse(randaugment *ra, const char *spec) {
     snprintf(buf, sizeof(buf), "%s", spec);
     char *save; /* strtok_r: loader workers parse the spec concurrently (strtok's state is global) */
     for (char *tok = strtok_r(buf + 4, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
-        char *end;
-        if (!strncmp(tok, "mstd", 4)) ra->mstd = strtod(tok + 4, &end);
-        else if (tok[0] == 'm') ra->magnitude = strtod(tok + 1, &end);
-        else if (tok[0] == 'n') ra->num_ops = (int)strtol(tok + 1, &end, 10);
-        else if (!strncmp(tok, "inc", 3)) ra->increasing = strtol(tok + 3, &end, 10) != 0;
+        char *end, *number;
+        if (!strncmp(tok, "mstd", 4)) ra->mstd = strtod(number = tok + 4, &end);
+        else if (tok[0] == 'm') ra->magnitude = strtod(number = tok + 1, &end);
+        else if (tok[0] == 'n') {
+            long n = strtol(number = tok + 1, &end, 10);
+            ra->num_ops = n < 0 || n > RA_MAX_OPS ? -1 : (int)n;
+        } else if (!strncmp(tok, "inc", 3)) ra->increasing = strtol(number = tok + 3, &end, 10) != 0;
         else return false;
-        if (*end) return false;
+        if (end == number || *end) return false;
     }
     /* only the "increasing" op set (what every official recipe uses) is implemented */
-    return ra->increasing && ra->num_ops >= 0 && ra->magnitude >= 0 && ra->mstd >= 0;
+    return ra->increasing && ra->num_ops >= 0 && ra->magnitude >= 0 && isfinite(ra->magnitude) &&
+           ra->mstd >= 0 && isfinite(ra->mstd);
 }
 
 static uint8_t clamp_u8(double v) { return v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)(v + 0.5); }

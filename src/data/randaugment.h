@@ -14,8 +14,11 @@ typedef struct randaugment {
     bool increasing;  /* the "inc1" op set */
 } randaugment;
 
-/* Parses a timm spec like "rand-m9-mstd0.5-inc1"; false on a malformed spec or one without inc1
- * (only the increasing op set is implemented). */
+/* the most ops an image (n): recipes use 1 to 4, and a mistyped n99999 would train for ever */
+#define RA_MAX_OPS 16
+
+/* Parses a timm spec like "rand-m9-mstd0.5-inc1"; false on a malformed spec, one without inc1
+ * (only the increasing op set is implemented), n beyond RA_MAX_OPS, or m or mstd not finite. */
 bool randaugment_parse(randaugment *ra, const char *spec);
 
 typedef enum {

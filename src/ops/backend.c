@@ -1,5 +1,6 @@
 #include "backend.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +31,11 @@ static bool select_device(const char *device_name, bool all_kernels, char *err, 
         vitc_set_memory(&host_memory);
         return true;
     }
-    int index = 0;
+    long index = 0;
     char *end = NULL;
     if (strncmp(device_name, "cuda", 4) || (device_name[4] && (device_name[4] != ':' ||
-        (index = (int)strtol(device_name + 5, &end, 10), end == device_name + 5 || *end || index < 0)))) {
+        (index = strtol(device_name + 5, &end, 10), end == device_name + 5 || *end || index < 0 ||
+         index > INT_MAX)))) {
         snprintf(err, n, "--device %s: expected cpu, cuda or cuda:N", device_name);
         return false;
     }
@@ -46,7 +48,7 @@ static bool select_device(const char *device_name, bool all_kernels, char *err, 
     /* plain "cuda" under mpirun: the ranks of a host take its devices in turn */
     int count = device_name[4] ? 0 : cuda_device_count();
     if (count > 0) index = dist_local_rank() % count;
-    if (!cuda_select(index, err, n)) return false;
+    if (!cuda_select((int)index, err, n)) return false;
     kernels = &cuda_kernels;
     vitc_set_memory(&cuda_memory);
     return true;
