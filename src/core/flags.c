@@ -7,8 +7,11 @@ static bool read_int(const char *flag, const char *value, int lo, int hi, int *o
     char *end;
     long v = strtol(value, &end, 10);
     if (*end || end == value || v < lo || v > (hi ? hi : 1000000000)) {
-        if (hi) fprintf(stderr, "error: %s %s: expected an integer from %d to %d\n", flag, value, lo, hi);
-        else fprintf(stderr, "error: %s %s: expected an integer >= %d\n", flag, value, lo);
+        if (hi)
+            fprintf(stderr, "error: %s %s: expected an integer from %d to %d\n", flag, value, lo,
+                    hi);
+        else
+            fprintf(stderr, "error: %s %s: expected an integer >= %d\n", flag, value, lo);
         return false;
     }
     *out = (int)v;

@@ -31,8 +31,8 @@ typedef struct tool_flag {
 
 /* argv[1..] by the table. --help or -h: usage on stdout, 0. A flag not in it or missing its value:
  * "error: unknown or incomplete argument 'FLAG'" and usage on stderr, 2; an integer not read whole
- * or below its least: "error: FLAG VALUE: expected an integer >= LO" (or "from LO to HI"), 2; a TAKE's non-zero
- * status: that. -1 when every argument was read. */
+ * or out of its range: "error: FLAG VALUE: expected an integer >= LO" (or "from LO to HI"), 2; a
+ * TAKE's non-zero status: that. -1 when every argument was read. */
 int flags_read(int argc, char **argv, const tool_flag *flags, void (*usage)(FILE *));
 
 /* text as n comma-separated integers in [lo, 1e9] ("64,64,64", "3,5"), each read whole */

@@ -2,11 +2,12 @@
 #pragma once
 #include <stdbool.h>
 
-/* the most threads vitc starts: libgomp fails to make a hundred thousand (and crashed on the way) */
+/* the most threads vitc starts: libgomp fails to make a hundred thousand, and crashed on the way */
 #define VITC_MAX_THREADS 1024
 
-/* n <= 0: keep OMP_NUM_THREADS / the machine default; either at most VITC_MAX_THREADS. Also flushes denormal floats to zero in every
- * thread (see threads.c): call it before any computation. */
+/* n <= 0: keep OMP_NUM_THREADS / the machine default; either at most VITC_MAX_THREADS (else an
+ * error). Also flushes denormal floats to zero in every thread (see threads.c): call it before any
+ * computation. */
 void vitc_set_threads(int n);
 int vitc_threads(void);
 int vitc_thread_id(void); /* inside a parallel region: 0 .. vitc_threads() - 1 */

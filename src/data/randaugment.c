@@ -15,13 +15,18 @@ bool randaugment_parse(randaugment *ra, const char *spec) {
     char *save; /* strtok_r: loader workers parse the spec concurrently (strtok's state is global) */
     for (char *tok = strtok_r(buf + 4, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
         char *end, *number;
-        if (!strncmp(tok, "mstd", 4)) ra->mstd = strtod(number = tok + 4, &end);
-        else if (tok[0] == 'm') ra->magnitude = strtod(number = tok + 1, &end);
-        else if (tok[0] == 'n') {
+        if (!strncmp(tok, "mstd", 4)) {
+            ra->mstd = strtod(number = tok + 4, &end);
+        } else if (tok[0] == 'm') {
+            ra->magnitude = strtod(number = tok + 1, &end);
+        } else if (tok[0] == 'n') {
             long n = strtol(number = tok + 1, &end, 10);
             ra->num_ops = n < 0 || n > RA_MAX_OPS ? -1 : (int)n;
-        } else if (!strncmp(tok, "inc", 3)) ra->increasing = strtol(number = tok + 3, &end, 10) != 0;
-        else return false;
+        } else if (!strncmp(tok, "inc", 3)) {
+            ra->increasing = strtol(number = tok + 3, &end, 10) != 0;
+        } else {
+            return false;
+        }
         if (end == number || *end) return false;
     }
     /* only the "increasing" op set (what every official recipe uses) is implemented */
