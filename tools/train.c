@@ -116,27 +116,31 @@ static int take_config(const char *flag, const char *value, void *to) {
     return t->files[t->n_files++] ? 0 : 1;
 }
 
-static int take_set(const char *flag, const char *value, void *to) {
-    train_args *t = to;
+/* set: the override that flag's value makes */
+static int add_set(train_args *t, const char *flag, const char *value, const char *set) {
     if (t->n_sets == 256) {
         fprintf(stderr, "error: %s %s: at most 256 overrides\n", flag, value);
         return 2;
     }
-    t->sets[t->n_sets++] = value;
+    t->sets[t->n_sets++] = set;
     return 0;
+}
+
+static int take_set(const char *flag, const char *value, void *to) {
+    return add_set(to, flag, value, value);
 }
 
 static int take_out(const char *flag, const char *value, void *to) {
     train_args *t = to;
     snprintf(t->out_set, sizeof(t->out_set), "run.out=\"%s\"", value);
-    return take_set(flag, t->out_set, t);
+    return add_set(t, flag, value, t->out_set);
 }
 
 /* a wrong value is named by train.precision's check */
 static int take_precision(const char *flag, const char *value, void *to) {
     train_args *t = to;
     snprintf(t->precision_set, sizeof(t->precision_set), "train.precision=\"%.40s\"", value);
-    return take_set(flag, t->precision_set, t);
+    return add_set(t, flag, value, t->precision_set);
 }
 
 /* refused at once when this build or machine cannot run it */
@@ -145,7 +149,7 @@ static int take_device(const char *flag, const char *value, void *to) {
     int status = backend_select_flag(value);
     if (status) return status;
     snprintf(t->device_set, sizeof(t->device_set), "train.device=\"%.40s\"", value);
-    return take_set(flag, t->device_set, t);
+    return add_set(t, flag, value, t->device_set);
 }
 
 int main(int argc, char **argv) {
