@@ -50,11 +50,12 @@ TEST(cli_train_loss_falls_and_eval_reports) {
     } bad_maps[] = {
         {"--attn-map %s/map.png --attn-query 3", "--attn-query 3: expected X,Y", 2},
         {"--attn-map %s/map.png --attn-query 300,4", "--attn-query 300,4: outside the 16x16 input", 2},
+        {"--attn-map %s/map.png --attn-query 99999999999,4", "--attn-query 99999999999,4: expected X,Y", 2},
         {"--attn-map %s/map.png --attn-block -1", "--attn-block -1: expected an integer >= 0", 2},
         {"--attn-block 0", "need --attn-map OUT.png", 2},
         {"--attn-map %s/no_such_dir/map.png", "--attn-map: cannot write", 1},
     };
-    for (int i = 0; i < 5; i++) {
+    for (size_t i = 0; i < sizeof(bad_maps) / sizeof(bad_maps[0]); i++) {
         char args[600];
         snprintf(args, sizeof(args), bad_maps[i].args, work);
         code = run(out, sizeof(out), "./eval --ckpt %s/last.safetensors --image %s/val/c1/000.png %s", dir, work, args);
@@ -141,6 +142,8 @@ TEST(cli_bad_inputs_name_the_problem) {
         {"--set data.train=/nonexistent/train", "/nonexistent/train", 1},
         {"--bogus", "unknown or incomplete argument '--bogus'", 2},
         {"--device tpu", "--device tpu: expected cpu, cuda or cuda:N", 2},
+        {"--device cuda:4294967296", "--device cuda:4294967296: expected cpu, cuda or cuda:N", 2},
+        {"--set 'aug.randaugment=\"rand-n99999-m9-inc1\"'", "(n at most 16;", 1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=bad %s --quiet",
@@ -165,6 +168,13 @@ TEST(cli_bad_inputs_name_the_problem) {
     for (int i = 0; i < 17; i++) snprintf(many + strlen(many), sizeof(many) - strlen(many), " --config %s", path);
     code = run(out, sizeof(out), "./train%s", many);
     EXPECT(code == 2 && strstr(out, "at most 16 config files"), "17 --config: exit %d:\n%s", code, out);
+    char sets[257 * 12] = "";
+    for (int i = 0; i < 257; i++) strcat(sets, " --set a.b=1");
+    code = run(out, sizeof(out), "./train --config %s%s", path, sets);
+    EXPECT(code == 2 && strstr(out, "error: --set a.b=1: at most 256 overrides"), "257 --set: exit %d:\n%s",
+           code, out);
+    code = run(out, sizeof(out), "./train --config configs");
+    EXPECT(code == 1 && strstr(out, "cannot read config file configs: is a directory"), "exit %d:\n%s", code, out);
 }
 
 TEST(cli_bad_data_and_checkpoints) {
@@ -197,6 +207,8 @@ TEST(cli_bad_data_and_checkpoints) {
     EXPECT(code == 1 && strstr(out, "cut.safetensors"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./eval --ckpt %s/none.safetensors", work);
     EXPECT(code == 1 && strstr(out, "none.safetensors: No such file"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./eval --ckpt %s", work);
+    EXPECT(code == 1 && strstr(out, "is a directory, not a file"), "eval --ckpt DIR: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train --resume %s", cut);
     EXPECT(code == 1 && strstr(out, "cut.safetensors"), "exit %d:\n%s", code, out);
     /* a NaN loss stops the run and keeps the last good checkpoint */

@@ -58,6 +58,9 @@ TEST(errors_cli_bench_names_each_usage_error) {
     code = run(out, sizeof(out), "%s --model deit_t --iters 0", bench);
     EXPECT(code == 2 && strstr(out, "error: --iters 0: expected an integer >= 1"), "exit %d:\n%s",
            code, out);
+    code = run(out, sizeof(out), "%s --sgemm 99999999999,64,64", bench);
+    EXPECT(code == 2 && strstr(out, "error: --sgemm 99999999999,64,64: expected M,K,N"),
+           "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "%s --sgemm 64,64,64x", bench);
     EXPECT(code == 2 && strstr(out, "error: --sgemm 64,64,64x: expected M,K,N"), "exit %d:\n%s",
            code, out);

@@ -25,17 +25,27 @@ bool backend_missing_kernels(const kernel_table *table, char *buf, size_t n) {
     return len > 0;
 }
 
+/* "cuda" (*index 0) or "cuda:N" */
+static bool cuda_name(const char *device_name, int *index) {
+    *index = 0;
+    if (strncmp(device_name, "cuda", 4)) return false;
+    if (!device_name[4]) return true;
+    char *end;
+    long i = strtol(device_name + 5, &end, 10);
+    if (device_name[4] != ':' || end == device_name + 5 || *end || i < 0 || i > INT_MAX)
+        return false;
+    *index = (int)i;
+    return true;
+}
+
 static bool select_device(const char *device_name, bool all_kernels, char *err, size_t n) {
     if (!strcmp(device_name, "cpu")) {
         kernels = &cpu_kernels;
         vitc_set_memory(&host_memory);
         return true;
     }
-    long index = 0;
-    char *end = NULL;
-    if (strncmp(device_name, "cuda", 4) || (device_name[4] && (device_name[4] != ':' ||
-        (index = strtol(device_name + 5, &end, 10), end == device_name + 5 || *end || index < 0 ||
-         index > INT_MAX)))) {
+    int index;
+    if (!cuda_name(device_name, &index)) {
         snprintf(err, n, "--device %s: expected cpu, cuda or cuda:N", device_name);
         return false;
     }
@@ -48,7 +58,7 @@ static bool select_device(const char *device_name, bool all_kernels, char *err, 
     /* plain "cuda" under mpirun: the ranks of a host take its devices in turn */
     int count = device_name[4] ? 0 : cuda_device_count();
     if (count > 0) index = dist_local_rank() % count;
-    if (!cuda_select((int)index, err, n)) return false;
+    if (!cuda_select(index, err, n)) return false;
     kernels = &cuda_kernels;
     vitc_set_memory(&cuda_memory);
     return true;
@@ -68,7 +78,8 @@ int backend_select_flag(const char *name) {
     char err[1536];
     if (backend_select(name, err, sizeof(err))) return 0;
     fprintf(stderr, "error: %s\n", err);
-    return strncmp(name, "cpu", 3) && strncmp(name, "cuda", 4) ? 2 : 1;
+    int index; /* a name that is no device is a usage error; a device this machine lacks is not */
+    return strcmp(name, "cpu") && !cuda_name(name, &index) ? 2 : 1;
 }
 
 /* device copies of constants, found by their host address */
