@@ -103,8 +103,9 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
     } bad[] = {{"--class 3", "--class 3: the model has classes 0 to 2", 2},
                {"--sampler dopri5", "--sampler dopri5: expected sde, ode, heun or ddpm", 2},
                {"--steps 1", "--steps 1: expected an integer >= 2", 2},
+               {"--cfg 1e308", "--cfg 1e308: expected a guidance scale from 0 to 1000", 2},
                {"--sampler ddpm", "--sampler ddpm: model.arch \"sit\" samples with sde, ode or heun", 2}};
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png %s", work,
                    work, bad[i].args);
         EXPECT(code == bad[i].code && strstr(out, bad[i].message), "%s: exit %d:\n%s", bad[i].args, code, out);

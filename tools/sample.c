@@ -247,7 +247,7 @@ static int read_guidance(const char *flag, const char *value, void *to) {
     char *end;
     double cfg = strtod(value, &end);
     if (*end || end == value || !(cfg >= 0 && cfg <= 1000)) {
-        fprintf(stderr, "error: %s %s: expected a guidance scale >= 0\n", flag, value);
+        fprintf(stderr, "error: %s %s: expected a guidance scale from 0 to 1000\n", flag, value);
         return 2;
     }
     *(double *)to = cfg;
