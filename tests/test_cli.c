@@ -168,7 +168,7 @@ TEST(cli_bad_inputs_name_the_problem) {
     for (int i = 0; i < 17; i++) snprintf(many + strlen(many), sizeof(many) - strlen(many), " --config %s", path);
     code = run(out, sizeof(out), "./train%s", many);
     EXPECT(code == 2 && strstr(out, "at most 16 config files"), "17 --config: exit %d:\n%s", code, out);
-    char sets[257 * 12] = "";
+    char sets[257 * 12 + 1] = ""; /* 257 of " --set a.b=1" */
     for (int i = 0; i < 257; i++) strcat(sets, " --set a.b=1");
     code = run(out, sizeof(out), "./train --config %s%s", path, sets);
     EXPECT(code == 2 && strstr(out, "error: --set a.b=1: at most 256 overrides"), "257 --set: exit %d:\n%s",
