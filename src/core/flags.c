@@ -3,30 +3,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool read_int(const char *flag, const char *value, int lo, int hi, int *out) {
+/* *out = the integer in [lo, hi] at *p, which ends just before `stop`; *p moves past the stop */
+static bool take_int(const char **p, char stop, int lo, int hi, int *out) {
     char *end;
-    long v = strtol(value, &end, 10);
-    if (*end || end == value || v < lo || v > (hi ? hi : 1000000000)) {
-        if (hi)
-            fprintf(stderr, "error: %s %s: expected an integer from %d to %d\n", flag, value, lo,
-                    hi);
-        else
-            fprintf(stderr, "error: %s %s: expected an integer >= %d\n", flag, value, lo);
-        return false;
-    }
+    long v = strtol(*p, &end, 10);
+    if (end == *p || *end != stop || v < lo || v > hi) return false;
     *out = (int)v;
+    *p = end + 1;
     return true;
 }
 
+static bool read_int(const char *flag, const char *value, int lo, int hi, int *out) {
+    const char *p = value;
+    if (take_int(&p, '\0', lo, hi ? hi : 1000000000, out)) return true;
+    if (hi)
+        fprintf(stderr, "error: %s %s: expected an integer from %d to %d\n", flag, value, lo, hi);
+    else
+        fprintf(stderr, "error: %s %s: expected an integer >= %d\n", flag, value, lo);
+    return false;
+}
+
 bool flag_ints(const char *text, int n, int lo, int *out) {
-    const char *p = text;
-    for (int i = 0; i < n; i++) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < lo || v > 1000000000 || *end != (i + 1 < n ? ',' : '\0')) return false;
-        out[i] = (int)v;
-        p = end + 1;
-    }
+    for (int i = 0; i < n; i++)
+        if (!take_int(&text, i + 1 < n ? ',' : '\0', lo, 1000000000, &out[i])) return false;
     return true;
 }
 
