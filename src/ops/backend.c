@@ -1,12 +1,12 @@
 #include "backend.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/arena.h"
 #include "../core/check.h"
+#include "../core/flags.h"
 #include "../core/memory.h"
 
 #ifdef VITC_CUDA
@@ -29,13 +29,7 @@ bool backend_missing_kernels(const kernel_table *table, char *buf, size_t n) {
 static bool cuda_name(const char *device_name, int *index) {
     *index = 0;
     if (strncmp(device_name, "cuda", 4)) return false;
-    if (!device_name[4]) return true;
-    char *end;
-    long i = strtol(device_name + 5, &end, 10);
-    if (device_name[4] != ':' || end == device_name + 5 || *end || i < 0 || i > INT_MAX)
-        return false;
-    *index = (int)i;
-    return true;
+    return !device_name[4] || (device_name[4] == ':' && flag_ints(device_name + 5, 1, 0, index));
 }
 
 static bool select_device(const char *device_name, bool all_kernels, char *err, size_t n) {
@@ -79,7 +73,7 @@ int backend_select_flag(const char *name) {
     if (backend_select(name, err, sizeof(err))) return 0;
     fprintf(stderr, "error: %s\n", err);
     int index; /* a name that is no device is a usage error; a device this machine lacks is not */
-    return strcmp(name, "cpu") && !cuda_name(name, &index) ? 2 : 1;
+    return cuda_name(name, &index) ? 1 : 2;
 }
 
 /* device copies of constants, found by their host address */
