@@ -211,6 +211,28 @@ TEST(cli_bad_data_and_checkpoints) {
     EXPECT(code == 1 && strstr(out, "is a directory, not a file"), "eval --ckpt DIR: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train --resume %s", cut);
     EXPECT(code == 1 && strstr(out, "cut.safetensors"), "exit %d:\n%s", code, out);
+    /* class folders whose sorted order gives a class another's label, against the training data's
+     * or a checkpoint's: refused before any step */
+    char renamed[600];
+    snprintf(renamed, sizeof(renamed), "%s/renamed", work);
+    code = run(out, sizeof(out),
+               "mkdir -p %s && cp -r %s/val/c0 %s/val/c2 %s && cp -r %s/val/c1 %s/d1", renamed,
+               work, work, renamed, work, renamed);
+    EXPECT(code == 0, "%s", out);
+    const char *shifted = "renamed/c2 would take label 1, which";
+    code = run(out, sizeof(out), "./train --config %s --set data.val=%s --quiet", config_path(),
+               renamed);
+    EXPECT(code == 1 && strstr(out, "error: data.val: class folder") && strstr(out, shifted) &&
+               strstr(out, "gives to 'c1' (its label for 'c2' is 2)") && !strstr(out, "epoch"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./eval --ckpt %s --data %s", ckpt, renamed);
+    EXPECT(code == 1 && strstr(out, "error: --data: class folder") && strstr(out, shifted) &&
+               strstr(out, "which the checkpoint gives to 'c1'"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./train --resume %s --set data.train=%s --set data.val= --quiet",
+               ckpt, renamed);
+    EXPECT(code == 1 && strstr(out, "error: data.train: class folder") && strstr(out, shifted),
+           "exit %d:\n%s", code, out);
     /* a NaN loss stops the run and keeps the last good checkpoint */
     char before[64], after[64];
     run(before, sizeof(before), "md5sum < %s", ckpt);

@@ -79,6 +79,56 @@ TEST(dataset_list_file) {
     remove_tree(root);
 }
 
+TEST(dataset_classes_matched_by_name_to_the_reference) {
+    char root[256], err[1024], list[512];
+    make_folder(root, sizeof(root), 3, 1, 8);
+    dataset d;
+    EXPECT(dataset_open(&d, root, err, sizeof(err)), "%s", err);
+    struct {
+        const char *names[4];
+        int n;
+        class_match want;
+        const char *says;
+    } cases[] = {
+        {{"class_a", "class_b", "class_c"}, 3, CLASSES_MATCH, NULL},
+        {{"class_a", "class_b", "class_c", "class_d"}, 4, CLASSES_MATCH, NULL}, /* last absent */
+        {{"class_a", "class_x", "class_c"},
+         3,
+         CLASSES_DIFFER,
+         "class_b would take label 1, which ref gives to 'class_x' ('class_b' is not among"},
+        {{"class_0", "class_a", "class_b", "class_c"},
+         4,
+         CLASSES_DIFFER,
+         "class_a would take label 0, which ref gives to 'class_0' (its label for 'class_a' is 1)"},
+        {{"class_a", "class_b"},
+         2,
+         CLASSES_DIFFER,
+         "class_c would take label 2, which ref gives to no class"},
+        {{"n1", "n2", "n3"}, 3, CLASSES_NAMED_APART, "('class_a' against 'n1' for label 0)"},
+        {{"n1", "n2", "n3", "n4"}, 4, CLASSES_DIFFER, "class_a would take label 0"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        err[0] = 0;
+        class_match got =
+            dataset_match_classes(&d, cases[i].names, cases[i].n, "ref", err, sizeof(err));
+        EXPECT(got == cases[i].want && (!cases[i].says || strstr(err, cases[i].says)),
+               "case %zu: %d, %s", i, (int)got, err);
+    }
+    dataset_free(&d);
+    snprintf(list, sizeof(list), "%s/list.txt", root);
+    FILE *f = fopen(list, "w");
+    fprintf(f, "class_a/000.png 0\nclass_c/000.png 2\n");
+    fclose(f);
+    EXPECT(dataset_open(&d, list, err, sizeof(err)), "%s", err);
+    const char *none[3] = {0};
+    EXPECT(dataset_match_classes(&d, none, 3, "ref", err, sizeof(err)) == CLASSES_MATCH, "%s", err);
+    EXPECT(dataset_match_classes(&d, none, 2, "ref", err, sizeof(err)) == CLASSES_DIFFER &&
+               strstr(err, "list.txt has labels up to 2, but ref has 2 classes"),
+           "%s", err);
+    dataset_free(&d);
+    remove_tree(root);
+}
+
 static double one_batch_checksum(const batch *b) {
     double sum = 0;
     for (int i = 0; i < b->n * 16 * 16; i++) sum += b->images[i] * (1 + i % 7) + b->labels[i % b->n];

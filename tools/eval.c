@@ -241,13 +241,15 @@ int main(int argc, char **argv) {
             code = 1;
             goto done;
         }
-        if (ds.n_classes != mc.num_classes) {
-            fprintf(stderr, "error: --data %s has %d classes, the model has %d\n", data, ds.n_classes,
-                    mc.num_classes);
+        class_match match = checkpoint_match_classes(&f, &ds, mc.num_classes, err, sizeof(err));
+        if (match == CLASSES_DIFFER) {
+            fprintf(stderr, "error: --data: %s\n", err);
             dataset_free(&ds);
             code = 1;
             goto done;
         }
+        if (match == CLASSES_NAMED_APART && dist_rank() == 0)
+            fprintf(stderr, "note: %s: labels follow the class folders' sorted order\n", err);
         if (!dist_startup_done(true)) { /* another rank's error (printed once) */
             dataset_free(&ds);
             code = 1;

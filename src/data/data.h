@@ -16,6 +16,8 @@ typedef struct dataset {
     int n;
     char **class_names; /* sorted folder names (list files: "0", "1", ...) */
     int n_classes;
+    char *root;  /* the folder or list file opened */
+    bool listed; /* from a list file, whose labels are class indices */
 } dataset;
 
 /* root is a folder of class folders, or a text file of "relative/or/absolute/path label" lines
@@ -23,6 +25,18 @@ typedef struct dataset {
  * bad line) name the path and return false. */
 bool dataset_open(dataset *d, const char *root, char *err, size_t err_len);
 void dataset_free(dataset *d);
+
+typedef enum { CLASSES_MATCH, CLASSES_NAMED_APART, CLASSES_DIFFER } class_match;
+
+/* Whether d's labels mean the classes `names` (n of them, in label order) of `whose` (say, "the
+ * checkpoint") mean: every class folder at its name's label (whose's last classes may be absent).
+ * A folder's labels come from its sorted folder names, so a class folder missing, added or renamed
+ * shifts every label after it: CLASSES_DIFFER, with err naming the first folder out of place.
+ * CLASSES_NAMED_APART where no folder name is among names, as many (ImageNet's synset folders
+ * against a converted checkpoint's readable names): labels in folder order, unverified; err then
+ * shows both names of label 0. A list file's labels are indices and only need to be below n. */
+class_match dataset_match_classes(const dataset *d, const char *const *names, int n,
+                                  const char *whose, char *err, size_t err_len);
 
 typedef struct augment_config {
     int img_size, in_chans;

@@ -139,9 +139,56 @@ bool dataset_open(dataset *d, const char *root, char *err, size_t err_len) {
         snprintf(err, err_len, "%s: %s", root, strerror(errno));
         return false;
     }
-    bool ok = S_ISDIR(st.st_mode) ? open_folder(d, root, err, err_len) : open_list(d, root, err, err_len);
+    d->listed = !S_ISDIR(st.st_mode);
+    bool ok = d->listed ? open_list(d, root, err, err_len) : open_folder(d, root, err, err_len);
     if (!ok) dataset_free(d);
+    else
+        d->root = strdup(root);
     return ok;
+}
+
+static int index_of(const char *name, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (names[i] && !strcmp(names[i], name)) return i;
+    return -1;
+}
+
+class_match dataset_match_classes(const dataset *d, const char *const *names, int n,
+                                  const char *whose, char *err, size_t err_len) {
+    if (d->listed) {
+        if (d->n_classes <= n) return CLASSES_MATCH;
+        snprintf(err, err_len, "%s has labels up to %d, but %s has %d classes (labels 0 to %d)",
+                 d->root, d->n_classes - 1, whose, n, n - 1);
+        return CLASSES_DIFFER;
+    }
+    int shared = 0, first_apart = -1;
+    for (int c = 0; c < d->n_classes; c++) {
+        if (index_of(d->class_names[c], names, n) >= 0) shared++;
+        if (first_apart < 0 && (c >= n || !names[c] || strcmp(d->class_names[c], names[c])))
+            first_apart = c;
+    }
+    if (first_apart < 0) return CLASSES_MATCH; /* (with whose's last classes absent here) */
+    if (shared == 0 && d->n_classes == n) {
+        snprintf(err, err_len, "%s names its classes apart from %s ('%s' against '%s' for label 0)",
+                 d->root, whose, d->class_names[0], names[0] ? names[0] : "?");
+        return CLASSES_NAMED_APART;
+    }
+    const char *name = d->class_names[first_apart];
+    int at = index_of(name, names, n);
+    char gives[300], own[300];
+    if (first_apart < n)
+        snprintf(gives, sizeof(gives), "'%s'", names[first_apart] ? names[first_apart] : "?");
+    else
+        snprintf(gives, sizeof(gives), "no class (it has %d)", n);
+    if (at >= 0)
+        snprintf(own, sizeof(own), "its label for '%s' is %d", name, at);
+    else
+        snprintf(own, sizeof(own), "'%s' is not among its classes", name);
+    snprintf(err, err_len,
+             "class folder %s/%s would take label %d, which %s gives to %s (%s): a class folder "
+             "missing, added or renamed shifts every label after it",
+             d->root, name, first_apart, whose, gives, own);
+    return CLASSES_DIFFER;
 }
 
 void dataset_free(dataset *d) {
@@ -150,5 +197,6 @@ void dataset_free(dataset *d) {
     free(d->paths);
     free(d->labels);
     free(d->class_names);
+    free(d->root);
     memset(d, 0, sizeof(*d));
 }

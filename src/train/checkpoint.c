@@ -78,6 +78,28 @@ bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err
     return true;
 }
 
+class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes, char *err,
+                                     size_t err_len) {
+    const char *json = st_meta(f, "classes");
+    cJSON *list = json ? cJSON_Parse(json) : NULL;
+    const char **names = xcalloc((size_t)num_classes, sizeof(char *));
+    for (int c = 0; c < num_classes && cJSON_IsArray(list); c++) {
+        const cJSON *name = cJSON_GetArrayItem(list, c);
+        if (cJSON_IsString(name)) names[c] = name->valuestring;
+    }
+    class_match match = CLASSES_MATCH;
+    if (cJSON_IsArray(list) || d->listed) {
+        match = dataset_match_classes(d, names, num_classes, "the checkpoint", err, err_len);
+    } else if (d->n_classes != num_classes) {
+        snprintf(err, err_len, "%s has %d class folders, the model %d classes", d->root,
+                 d->n_classes, num_classes);
+        match = CLASSES_DIFFER;
+    }
+    free(names);
+    cJSON_Delete(list);
+    return match;
+}
+
 /* copies "prefix<name>" tensors into a flat block shaped like the parameters, in their memory
  * (through a host copy of the block when that is a device's) */
 static bool load_block(const st_file *f, const char *path, const model *m, const char *prefix,

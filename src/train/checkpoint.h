@@ -5,6 +5,7 @@
  * step) or (seed, epoch, sample), so the state needs no generator snapshots to resume exactly. */
 #pragma once
 #include "../../models/model.h"
+#include "../data/data.h"
 #include "optim.h"
 
 typedef struct train_state {
@@ -29,6 +30,10 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
 
 /* Reads a checkpoint file and its resolved config JSON (malloc'd copy in *config_json). */
 bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err, size_t err_len);
+/* Whether dataset d's labels mean the classes of the checkpoint's model (num_classes of them):
+ * those its "classes" name (dataset_match_classes), or without them, as many class folders. */
+class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes, char *err,
+                                     size_t err_len);
 /* Loads the parameters (and, when given and present, optimizer moments, EMA and state) into a model
  * built from the checkpoint's config. Names every missing / unexpected / mis-shaped tensor. */
 bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt, float *ema,
