@@ -127,3 +127,22 @@ TEST(errors_cli_number_flags_are_read_whole) {
         EXPECT(code == 2 && strstr(out, message), "%s: exit %d:\n%s", cmd, code, out);
     }
 }
+
+/* the images the tools write are PNG whatever the name: a name of another format is refused */
+TEST(errors_cli_png_outputs_are_named_png) {
+    char out[16384];
+    const char *cases[][2] = {
+        {"./eval --ckpt none.safetensors --image none.png --attn-map map.jpg",
+         "--attn-map map.jpg"},
+        {"./sample --ckpt none.safetensors --out grid.gif", "--out grid.gif"},
+        {"./sample --ckpt none.safetensors --out dir/.png", "--out dir/.png"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char message[100];
+        snprintf(message, sizeof(message), "error: %s: the file is written as PNG", cases[i][1]);
+        int code = run(out, sizeof(out), "%s", cases[i][0]);
+        EXPECT(code == 2 && strstr(out, message), "%s: exit %d:\n%s", cases[i][0], code, out);
+    }
+    int code = run(out, sizeof(out), "./sample --ckpt none.safetensors --out GRID.PNG");
+    EXPECT(code == 1 && strstr(out, "none.safetensors"), "GRID.PNG: exit %d:\n%s", code, out);
+}

@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
         TEXT_FLAG("--ckpt", &ckpt),
         TEXT_FLAG("--data", &data),
         TEXT_FLAG("--image", &image),
-        TEXT_FLAG("--attn-map", &map_path),
+        PNG_FLAG("--attn-map", &map_path),
         TEXT_FLAG("--attn-query", &query),
         INT_FLAG("--attn-block", &map_block, 0),
         TEXT_FLAG("--precision", &precision_arg),

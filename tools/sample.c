@@ -272,7 +272,7 @@ int main(int argc, char **argv) {
         TEXT_FLAG("--judge", &judge_path),
         TEXT_FLAG("--judge-real", &judge_real),
         TEXT_FLAG("--device", &device_arg),
-        TEXT_FLAG("--out", &out),
+        PNG_FLAG("--out", &out),
         TEXT_FLAG("--sampler", &sampler),
         SWITCH_FLAG("--ema", &use_ema),
         INT_FLAG("--class", &cls, 0),

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* *out = the integer in [lo, hi] at *p, which ends just before `stop`; *p moves past the stop */
 static bool take_int(const char **p, char stop, int lo, int hi, int *out) {
@@ -27,6 +28,17 @@ bool flag_ints(const char *text, int n, int lo, int *out) {
     for (int i = 0; i < n; i++)
         if (!take_int(&text, i + 1 < n ? ',' : '\0', lo, 1000000000, &out[i])) return false;
     return true;
+}
+
+int flag_png_name(const char *flag, const char *value, void *to) {
+    size_t len = strlen(value);
+    if (len < 5 || value[len - 5] == '/' || strcasecmp(value + len - 4, ".png")) {
+        fprintf(stderr, "error: %s %s: the file is written as PNG; name it NAME.png\n", flag,
+                value);
+        return 2;
+    }
+    *(const char **)to = value;
+    return 0;
 }
 
 static const tool_flag *find(const tool_flag *flags, const char *name) {
