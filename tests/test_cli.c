@@ -83,6 +83,11 @@ TEST(cli_resume_continues_the_exact_trajectory) {
     EXPECT(nf == 18 && nr == 18, "%d and %d step lines", nf, nr);
     for (int i = 0; i < nf; i++)
         EXPECT(!strcmp(full[i], resumed[i]), "step %d: %s uninterrupted vs %s resumed", i + 1, full[i], resumed[i]);
+    /* a finished run resumed says there is nothing left to do */
+    code = run(out, sizeof(out), "./train --resume %s/runs/full/last.safetensors --quiet", work);
+    EXPECT(code == 0 &&
+               strstr(out, "note: the run has finished 3 epochs of 3: nothing left to train"),
+           "exit %d:\n%s", code, out);
 }
 
 /* kill -9 at random moments of a run with step checkpoints, resumed each time until it ends: the
