@@ -204,6 +204,23 @@ TEST(cli_bad_data_and_checkpoints) {
                strstr(out, "unreadable files skipped"),
            "exit %d:\n%s", code, out);
     unlink(path);
+    /* a list of files none of which can be read: each step says so and updates nothing, and the
+     * epoch ends in an error (a batch with no file read reached the model: "tensor dim 0 has size
+     * 0") */
+    char list[600];
+    snprintf(list, sizeof(list), "%s/unreadable.txt", work);
+    f = fopen(list, "w");
+    fprintf(f, "none_0.png 0\nnone_1.png 1\nnone_2.png 2\n");
+    fclose(f);
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=unreadable "
+               "--set data.train=%s --set data.val= --set train.batch=3 --quiet",
+               config_path(), work, list);
+    EXPECT(code == 1 &&
+               strstr(out, "warning: step 1: no file of its batch could be read: no update") &&
+               strstr(out, "error: data.train: no file of epoch 1 could be read") &&
+               !strstr(out, "tensor dim"),
+           "exit %d:\n%s", code, out);
     /* truncated / missing checkpoints are errors naming the file */
     char ckpt[600], cut[600];
     snprintf(ckpt, sizeof(ckpt), "%s/runs/corrupt/last.safetensors", work);

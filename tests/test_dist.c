@@ -203,3 +203,26 @@ TEST(dist_bad_input_is_reported_once) {
     EXPECT(code != 0 && errors == 1 && strstr(out, "must divide among the 3 processes"), "exit %d, %d error lines:\n%s",
            code, errors, out);
 }
+
+/* a rank whose part of a batch is all unreadable files adds no gradient, and the job goes on (its
+ * empty batch reached the model: "tensor dim 0 has size 0", and the job ended) */
+TEST(dist_rank_without_a_readable_file_sits_the_step_out) {
+    if (!have_mpirun())
+        SKIP("needs mpirun (Debian's openmpi-bin, which make test installs as root)");
+    char out[16384], list[400], metrics[600];
+    snprintf(list, sizeof(list), "%s/half_unreadable.txt", tiny_run_dir());
+    FILE *f = fopen(list, "w");
+    fprintf(f, "train/c0/000.png 0\nnone.png 2\n"); /* one file a rank at batch 2 */
+    fclose(f);
+    int code =
+        run(out, sizeof(out),
+            MPIRUN
+            "2 ./train --config %s --out %s/runs --set run.name=half "
+            "--set data.train=%s --set data.val= --set train.batch=2 --set train.epochs=2 --quiet",
+            tiny_run_config(), tiny_run_dir(), list);
+    snprintf(metrics, sizeof(metrics), "%s/runs/half/metrics.jsonl", tiny_run_dir());
+    char lines[2048] = "";
+    run(lines, sizeof(lines), "grep -c '\"type\": \"epoch\"' %s", metrics);
+    EXPECT(code == 0 && atoi(lines) == 2 && !strstr(out, "no update"),
+           "exit %d, %s epoch lines:\n%s", code, lines, out);
+}

@@ -284,11 +284,13 @@ typedef struct run {
     char *resolved, *classes; /* the resolved config and the class names, as JSON */
     FILE *metrics;
     grad_sync *sync;        /* data-parallel runs */
-    double *step_reduced;   /* per step, summed over the ranks: micro-batch losses, skipped files, Ctrl-C */
+    double *step_reduced;   /* per step, summed over the ranks: micro-batch loss sums and samples,
+                               skipped files, Ctrl-C */
     char metrics_path[1200], last_path[1200], best_path[1200];
     /* the epoch under way in this process: timing, and what the progress line shows */
     double t_epoch, t_log, lr;
     float last_loss;
+    bool step_empty; /* the last step had no readable file: no loss to log */
     int timed_batches, since_log;
     size_t mem;
 } run;
@@ -477,7 +479,7 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
         r->images_stage = backend_stager_create((int64_t)t->batch * r->mc.img_size * r->mc.img_size * r->mc.in_chans);
         r->targets_stage = backend_stager_create((int64_t)t->batch * r->mc.num_classes);
     }
-    r->step_reduced = xmalloc(sizeof(double) * (size_t)(t->accum + 2));
+    r->step_reduced = xmalloc(sizeof(double) * (size_t)(2 * t->accum + 2));
     return !r->lead || open_run_dir(r, o->resume != NULL);
 }
 
@@ -550,12 +552,24 @@ static bool train_step(run *r, int epoch) {
         micro_batch mb = r->next;
         r->next.ready = false;
         skipped += mb.b.skipped;
+        bool last_micro = micro == t->accum - 1;
+        if (micro == 0) params_zero_grad(&r->m->ps);
+        r->step_reduced[micro] = r->step_reduced[t->accum + micro] = 0;
+        r->timed_batches++;
+        r->since_log++;
+        if (mb.b.n == 0) { /* every file of this rank's part unreadable: it adds no gradient */
+            if (k + 1 < epoch_end) fetch_micro_batch(r, k + 1);
+            if (r->sync && last_micro) { /* (with nothing on the tape, every bucket at once) */
+                grad_sync_arm(r->sync);
+                grad_sync_finish(r->sync);
+            }
+            continue;
+        }
         /* drop path draws per sample of the whole batch, as one process does */
         uint64_t stream = micro_stream(t, k);
         rng g;
         int64_t first_sample = (int64_t)dist_rank() * (t->batch / dist_size());
         tensor *loss;
-        if (micro == 0) params_zero_grad(&r->m->ps);
         if (t->diffusion) {
             /* t and the noise x0 per sample of the whole batch from (seed, micro-batch); label
              * dropout (inside the model) from the drop-path stream, also per sample */
@@ -582,7 +596,6 @@ static bool train_step(run *r, int epoch) {
             return false;
         }
         const float seed_grad = 1.0f / (float)t->accum;
-        bool last_micro = micro == t->accum - 1;
         if (r->sync && last_micro) grad_sync_arm(r->sync);
         tape_backward_consuming(loss, &seed_grad);
         /* the next micro-batch of the epoch is read, mixed and moved while this one's backward
@@ -595,24 +608,31 @@ static bool train_step(run *r, int epoch) {
         r->mem = vitc_arena.peak + (data != &vitc_arena ? data->peak : 0) +
                  (size_t)r->m->ps.span * 4 * (t->ema ? 5 : 4);
         arena_reset(&vitc_arena);
-        r->step_reduced[micro] = lv;
-        r->st.epoch_batches++;
-        r->timed_batches++;
-        r->since_log++;
+        r->step_reduced[micro] = (double)lv * mb.b.n;
+        r->step_reduced[t->accum + micro] = mb.b.n;
     }
-    /* the batch's loss is the mean of the ranks' (equal parts); a Ctrl-C seen by any rank stops all
-     * of them at this same step */
-    r->step_reduced[t->accum] = skipped;
-    r->step_reduced[t->accum + 1] = interrupted;
-    if (dist_size() > 1) dist_sum_f64(r->step_reduced, t->accum + 2);
+    /* a micro-batch's loss is the mean over the samples of all ranks' parts; a Ctrl-C seen by any
+     * rank stops all of them at this same step */
+    double *reduced = r->step_reduced, samples = 0;
+    reduced[2 * t->accum] = skipped;
+    reduced[2 * t->accum + 1] = interrupted;
+    if (dist_size() > 1) dist_sum_f64(reduced, 2 * t->accum + 2);
     for (int micro = 0; micro < t->accum; micro++) {
-        double lv = r->step_reduced[micro] / dist_size();
-        r->st.epoch_loss_sum += lv;
-        r->last_loss = (float)lv;
+        double n = reduced[t->accum + micro], lv = n > 0 ? reduced[micro] / n : 0;
+        if (n > 0) r->st.epoch_loss_sum += lv, r->st.epoch_batches++, r->last_loss = (float)lv;
+        samples += n;
     }
-    r->st.epoch_skipped += (int)r->step_reduced[t->accum];
-    if (r->step_reduced[t->accum + 1] > 0) interrupted = 1;
+    r->st.epoch_skipped += (int)reduced[2 * t->accum];
+    if (reduced[2 * t->accum + 1] > 0) interrupted = 1;
     r->lr = lr_at(&r->sched, r->st.step);
+    r->step_empty = samples == 0;
+    if (r->step_empty) { /* no gradient to step with: the weights, moments and EMA stay */
+        if (r->lead)
+            fprintf(stderr, "\nwarning: step %lld: no file of its batch could be read: no update\n",
+                    (long long)r->st.step + 1); /* (as the metrics number steps) */
+        r->st.step++;
+        return true;
+    }
     clip_grad_norm(&r->m->ps, t->clip_grad);
     adamw_step(&r->opt, &r->m->ps, r->lr);
     if (r->ema) {
@@ -630,7 +650,7 @@ static void log_step(run *r, int epoch) {
     int done = (int)(r->st.step - (int64_t)epoch * r->steps_per_epoch) * t->accum;
     double img_s = (double)r->timed_batches * t->batch / fmax(clock_seconds() - r->t_epoch, 1e-9);
     bool logged = r->st.step % t->log_every == 0 || done == total;
-    if (logged && r->lead) {
+    if (logged && r->lead && !r->step_empty) {
         fprintf(r->metrics,
                 "{\"type\": \"step\", \"epoch\": %d, \"step\": %lld, \"loss\": %.8g, \"lr\": "
                 "%.8g, \"img_s\": %.2f}\n",
@@ -640,8 +660,9 @@ static void log_step(run *r, int epoch) {
         r->t_log = clock_seconds();
         r->since_log = 0;
     }
-    progress(r->quiet, logged, epoch, r->total_epochs, done, total, r->st.epoch_loss_sum / r->st.epoch_batches,
-             r->lr, img_s, (total - done) * t->batch / fmax(img_s, 1e-9), r->mem);
+    progress(r->quiet, logged, epoch, r->total_epochs, done, total,
+             r->st.epoch_loss_sum / fmax(r->st.epoch_batches, 1), r->lr, img_s,
+             (total - done) * t->batch / fmax(img_s, 1e-9), r->mem);
 }
 
 /* last.safetensors, resumable from this very step */
@@ -705,6 +726,14 @@ static int finish_epoch(run *r) {
     double t_trained = clock_seconds() - r->t_epoch;
     if (!r->quiet && isatty(fileno(stderr))) fputc('\n', stderr);
     train_state *st = &r->st;
+    if (st->epoch_batches == 0) { /* (the same count on every rank) */
+        if (r->lead)
+            fprintf(stderr,
+                    "\nerror: data.train: no file of epoch %d could be read (the warnings "
+                    "above name them)\n",
+                    st->epoch + 1);
+        return RUN_ERROR;
+    }
     st->epoch++;
     eval_result raw = {0}, ev_ema = {0};
     evaluate_run(r, &raw, &ev_ema);
