@@ -221,6 +221,20 @@ TEST(cli_bad_data_and_checkpoints) {
                strstr(out, "error: data.train: no file of epoch 1 could be read") &&
                !strstr(out, "tensor dim"),
            "exit %d:\n%s", code, out);
+    /* nor is a validation set none of whose files can be read scored 0%: an error, the epoch's
+     * weights saved */
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=unreadable_val "
+               "--set data.val=%s --set train.epochs=1 --quiet",
+               config_path(), work, list);
+    snprintf(path, sizeof(path), "%s/runs/unreadable_val/last.safetensors", work);
+    EXPECT(code == 1 && strstr(out, "error: data.val: none of its files could be read") &&
+               access(path, F_OK) == 0,
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./eval --ckpt %s --data %s", path, list);
+    EXPECT(code == 1 && strstr(out, "error: --data: none of the 3 files of") &&
+               !strstr(out, "top-1"),
+           "exit %d:\n%s", code, out);
     /* truncated / missing checkpoints are errors naming the file */
     char ckpt[600], cut[600];
     snprintf(ckpt, sizeof(ckpt), "%s/runs/corrupt/last.safetensors", work);

@@ -259,7 +259,14 @@ int main(int argc, char **argv) {
         loader_shard(l, dist_rank(), dist_size()); /* under mpirun each rank takes part of every batch */
         bool diffusion = model_is_diffusion(&mc);
         eval_result r = diffusion ? evaluate_diffusion(m, l, 0, batch_size) : evaluate(m, l);
-        if (dist_rank() == 0 && diffusion)
+        if (r.n == 0) { /* (summed over the ranks) */
+            if (dist_rank() == 0)
+                fprintf(stderr,
+                        "error: --data: none of the %d files of %s could be read (the "
+                        "warnings above name them)\n",
+                        ds.n, data);
+            code = 1;
+        } else if (dist_rank() == 0 && diffusion)
             printf("%s%s on %s: %s loss %.4f  (%d images, %.1f img/s)\n", ckpt, use_ema ? " (EMA)" : "", data,
                    strcmp(mc.arch, "dit") ? "transport" : "diffusion", r.loss, r.n, r.img_per_s);
         else if (dist_rank() == 0)

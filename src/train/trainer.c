@@ -737,6 +737,17 @@ static int finish_epoch(run *r) {
     st->epoch++;
     eval_result raw = {0}, ev_ema = {0};
     evaluate_run(r, &raw, &ev_ema);
+    if (r->val_l && raw.n == 0) { /* (the count summed over the ranks) */
+        if (r->lead)
+            fprintf(stderr,
+                    "\nerror: data.val: none of its files could be read (the warnings above "
+                    "name them); the epoch's weights are saved in %s\n",
+                    r->last_path);
+        st->epoch_loss_sum = 0;
+        st->epoch_batches = st->epoch_skipped = 0;
+        save_last(r);
+        return RUN_ERROR;
+    }
     bool best;
     if (r->t.diffusion) { /* best_top1 holds the lowest validation loss (raw or EMA) of diffusion */
         double loss = r->ema && ev_ema.loss < raw.loss ? ev_ema.loss : raw.loss;
