@@ -83,6 +83,16 @@ TEST(cli_resume_continues_the_exact_trajectory) {
     EXPECT(nf == 18 && nr == 18, "%d and %d step lines", nf, nr);
     for (int i = 0; i < nf; i++)
         EXPECT(!strcmp(full[i], resumed[i]), "step %d: %s uninterrupted vs %s resumed", i + 1, full[i], resumed[i]);
+    /* another number of steps an epoch would put the checkpoint's step outside its epoch (a
+     * segfault, with train.batch halved) */
+    code = run(out, sizeof(out),
+               "./train --resume %s/runs/full/last.safetensors --set train.batch=3 "
+               "--set train.epochs=4 --quiet",
+               work);
+    EXPECT(code == 1 &&
+               strstr(out, "error: --resume: the checkpoint's run took 6 steps an epoch, and "
+                           "this one would take 12 (train.batch 3 x train.accum_steps 1"),
+           "exit %d:\n%s", code, out);
     /* a finished run resumed says there is nothing left to do */
     code = run(out, sizeof(out), "./train --resume %s/runs/full/last.safetensors --quiet", work);
     EXPECT(code == 0 &&

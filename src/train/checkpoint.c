@@ -49,10 +49,10 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
     snprintf(state, sizeof(state),
              "{\"epoch\": %d, \"step\": %lld, \"best_top1\": %.17g, \"best_epoch\": %d, "
              "\"optimizer_steps\": %lld, \"epoch_loss_sum\": %.17g, \"epoch_batches\": %d, "
-             "\"epoch_skipped\": %d, \"metrics_bytes\": %lld}",
+             "\"epoch_skipped\": %d, \"metrics_bytes\": %lld, \"steps_per_epoch\": %d}",
              st->epoch, (long long)st->step, st->best_top1, st->best_epoch,
-             (long long)(opt ? opt->step : 0), st->epoch_loss_sum, st->epoch_batches, st->epoch_skipped,
-             (long long)st->metrics_bytes);
+             (long long)(opt ? opt->step : 0), st->epoch_loss_sum, st->epoch_batches,
+             st->epoch_skipped, (long long)st->metrics_bytes, st->steps_per_epoch);
     st_add_meta(&w, "format", "vitc-checkpoint-1");
     st_add_meta(&w, "config", config_json);
     st_add_meta(&w, "train_state", state);
@@ -145,11 +145,14 @@ static bool read_state(const st_file *f, const char *path, train_state *st, int6
         const cJSON *batches = cJSON_GetObjectItemCaseSensitive(j, "epoch_batches");
         const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(j, "epoch_skipped");
         const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(j, "metrics_bytes");
+        const cJSON *per_epoch = cJSON_GetObjectItemCaseSensitive(j, "steps_per_epoch");
         st->epoch_loss_sum = cJSON_IsNumber(loss_sum) ? loss_sum->valuedouble : 0;
         st->epoch_batches = cJSON_IsNumber(batches) ? (int)batches->valuedouble : 0;
         st->epoch_skipped = cJSON_IsNumber(skipped) ? (int)skipped->valuedouble : 0;
         st->metrics_bytes = cJSON_IsNumber(bytes) ? (int64_t)bytes->valuedouble : -1;
-        ok = st->epoch_batches >= 0 && st->epoch_skipped >= 0 && isfinite(st->epoch_loss_sum);
+        st->steps_per_epoch = cJSON_IsNumber(per_epoch) ? (int)per_epoch->valuedouble : 0;
+        ok = st->epoch_batches >= 0 && st->epoch_skipped >= 0 && isfinite(st->epoch_loss_sum) &&
+             st->steps_per_epoch >= 0;
     }
     if (!ok) {
         snprintf(err, err_len, "%s: missing or malformed \"train_state\" metadata", path);

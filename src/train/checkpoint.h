@@ -20,6 +20,8 @@ typedef struct train_state {
     int epoch_skipped;     /* unreadable files replaced */
     int64_t metrics_bytes; /* length of metrics.jsonl when written (-1: unknown): a resume cuts the
                               lines logged after it, which it logs again */
+    int steps_per_epoch;   /* of the run that wrote it (0: unknown, a checkpoint from before the
+                              field): a resume must take as many, or its step leaves its epoch */
 } train_state;
 
 /* opt and ema may be NULL (weights-only checkpoint); classes_json (a JSON array of class names, for

@@ -360,6 +360,31 @@ static bool resume_from(run *r, const char *path) {
     return ok;
 }
 
+/* whether a resumed run takes as many steps an epoch as the checkpoint's (its train.batch,
+ * train.accum_steps and data.train's size), so that the checkpoint's step falls in its epoch and
+ * the schedule's place carries over */
+static bool resume_fits(const run *r) {
+    const train_state *st = &r->st;
+    int64_t first = (int64_t)st->epoch * r->steps_per_epoch;
+    bool same = st->steps_per_epoch == r->steps_per_epoch || st->steps_per_epoch == 0;
+    if (same && st->step >= first && st->step <= first + r->steps_per_epoch) return true;
+    char why[160];
+    if (st->steps_per_epoch)
+        snprintf(why, sizeof(why),
+                 "the checkpoint's run took %d steps an epoch, and this one would take %d",
+                 st->steps_per_epoch, r->steps_per_epoch);
+    else /* (a checkpoint from before steps_per_epoch was kept) */
+        snprintf(why, sizeof(why),
+                 "the checkpoint's step %lld is not in its epoch %d at %d steps an epoch",
+                 (long long)st->step, st->epoch + 1, r->steps_per_epoch);
+    fprintf(
+        stderr,
+        "error: --resume: %s (train.batch %d x train.accum_steps %d over %d images): resume with "
+        "the train.batch, train.accum_steps and data.train it had\n",
+        why, r->t.batch, r->t.accum, r->train_ds.n);
+    return false;
+}
+
 /* checkpoints/<run.name>/ with config.json and metrics.jsonl; a resumed run first cuts the metrics
  * logged after its checkpoint, which it is about to log again */
 static bool open_run_dir(run *r, bool resumed) {
@@ -469,6 +494,8 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
         return false;
     }
     r->steps_per_epoch = bpe / t->accum;
+    if (o->resume && !resume_fits(r)) return false;
+    r->st.steps_per_epoch = r->steps_per_epoch;
     r->total_epochs = t->epochs + t->cooldown_epochs;
     double scale = t->lr_scale_batch > 0 ? (double)t->batch * t->accum / t->lr_scale_batch : 1.0;
     r->sched = (lr_schedule){t->lr * scale, t->warmup_lr * scale, t->min_lr * scale,
