@@ -100,6 +100,30 @@ TEST(cli_resume_continues_the_exact_trajectory) {
            "exit %d:\n%s", code, out);
 }
 
+/* a run without EMA: eval --ema says so (it said "missing tensor ema.cls_token"), and a resume
+ * that turns EMA on starts it from the weights (it stopped on the same message) */
+TEST(cli_ema_turned_on_at_resume_starts_from_the_weights) {
+    setup();
+    char out[16384], ckpt[600];
+    int code = run(out, sizeof(out),
+                   "./train --config %s --out %s/runs --set run.name=no_ema "
+                   "--set ema.enabled=false --set train.epochs=1 --quiet",
+                   config_path(), work);
+    EXPECT(code == 0, "exit %d:\n%s", code, out);
+    snprintf(ckpt, sizeof(ckpt), "%s/runs/no_ema/last.safetensors", work);
+    code = run(out, sizeof(out), "./eval --ckpt %s --ema", ckpt);
+    EXPECT(code == 1 && strstr(out, "has no EMA weights (its run had ema.enabled false)"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out),
+               "./train --resume %s --set ema.enabled=true --set train.epochs=2 --quiet", ckpt);
+    EXPECT(code == 0 &&
+               strstr(out, "has no EMA weights (its run had ema.enabled false): the EMA starts "
+                           "from its weights"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./eval --ckpt %s --ema", ckpt);
+    EXPECT(code == 0 && strstr(out, "(EMA) on") && strstr(out, "top-1"), "exit %d:\n%s", code, out);
+}
+
 /* kill -9 at random moments of a run with step checkpoints, resumed each time until it ends: the
  * metrics.jsonl equals the uninterrupted run's line for line, timings aside (epoch train losses
  * over all their steps included). A kill lands once the log has grown a random number of lines, so

@@ -190,11 +190,22 @@ bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt
             return false;
         opt->step = opt_steps;
     }
-    if (ema && !load_block(f, path, m, EMA, ema, err, err_len)) return false;
+    if (ema && checkpoint_has_ema(f)) return load_block(f, path, m, EMA, ema, err, err_len);
+    if (ema) m->ps.mem->copy(ema, m->ps.data, sizeof(float) * (size_t)m->ps.span);
     return true;
 }
 
+bool checkpoint_has_ema(const st_file *f) {
+    for (int i = 0; i < f->n; i++)
+        if (!strncmp(f->entries[i].name, EMA, strlen(EMA))) return true;
+    return false;
+}
+
 bool checkpoint_load_ema(const st_file *f, const char *path, model *m, char *err, size_t err_len) {
+    if (!checkpoint_has_ema(f)) {
+        snprintf(err, err_len, "%s has no EMA weights (its run had ema.enabled false)", path);
+        return false;
+    }
     return load_block(f, path, m, EMA, m->ps.data, err, err_len);
 }
 

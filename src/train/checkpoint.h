@@ -37,9 +37,12 @@ bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err
 class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes, char *err,
                                      size_t err_len);
 /* Loads the parameters (and, when given and present, optimizer moments, EMA and state) into a model
- * built from the checkpoint's config. Names every missing / unexpected / mis-shaped tensor. */
+ * built from the checkpoint's config. Names every missing / unexpected / mis-shaped tensor. An ema
+ * the checkpoint has none for (its run kept none) starts from the loaded parameters. */
 bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt, float *ema,
                         train_state *st, char *err, size_t err_len);
+/* Whether the checkpoint holds EMA weights ("ema."). */
+bool checkpoint_has_ema(const st_file *f);
 /* Copies the "ema." weights into the model's parameters (eval --ema). */
 bool checkpoint_load_ema(const st_file *f, const char *path, model *m, char *err, size_t err_len);
 /* The model a checkpoint describes (its config in c), with its weights, or their EMA with ema: what

@@ -352,6 +352,11 @@ static bool resume_from(run *r, const char *path) {
         st_close(&f);
         return false;
     }
+    if (r->ema && !checkpoint_has_ema(&f) && r->lead)
+        fprintf(stderr,
+                "note: %s has no EMA weights (its run had ema.enabled false): the EMA "
+                "starts from its weights\n",
+                path);
     ok = checkpoint_restore(&f, path, r->m, &r->opt, r->ema, &r->st, err, sizeof(err));
     st_close(&f);
     if (!ok) fprintf(stderr, "error: --resume: %s\n", err);
