@@ -188,6 +188,21 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
     code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --n 2 --steps 3 "
                "--judge %s/runs/judge_clf/last.safetensors --judge-real %s/nowhere", work, work, work, work);
     EXPECT(code == 1 && strstr(out, "--judge-real: ") && strstr(out, "nowhere"), "exit %d:\n%s", code, out);
+    /* a classifier of other classes (one class folder renamed: c2 takes label 1) would count
+     * samples of one class as another's */
+    code =
+        run(out, sizeof(out),
+            "mkdir -p %s/other && cp -r %s/train/c0 %s/train/c2 %s/other && "
+            "cp -r %s/train/c1 %s/other/d1 && ./train --config %s --out %s/runs --set "
+            "run.name=other_clf "
+            "--set data.train=%s/other --set data.val= --set train.epochs=1 --threads 2 --quiet && "
+            "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --n 2 --steps 3 "
+            "--judge %s/runs/other_clf/last.safetensors",
+            work, work, work, work, work, work, tiny_run_config(), work, work, work, work, work);
+    EXPECT(code == 1 &&
+               strstr(out, "other_clf/last.safetensors does not classify the model's classes: "
+                           "its class 1 is 'c2', the model's 'c1'"),
+           "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --switch-ratios 0.5",
                work, work);
     EXPECT(code == 2 && strstr(out, "--switch-ratios needs --ckpts"), "exit %d:\n%s", code, out);

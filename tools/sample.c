@@ -178,8 +178,9 @@ static bool jsd_write(const jsd_recorder *j, const char *path) {
 
 /* --judge: the classifier's class for every sample of the grid (row r requested class r, or cls
  * alone) and the Frechet distance of its features to those of the real images */
-static bool judge_samples(const char *clf_path, const char *real_dir, const unsigned char *grid, int rows, int n,
-                          int S, int C, int cls) {
+static bool judge_samples(const char *clf_path, const char *real_dir, const st_file *sampler,
+                          int classes, const unsigned char *grid, int rows, int n, int S, int C,
+                          int cls) {
     char err[8192];
     st_file f;
     config c;
@@ -200,6 +201,12 @@ static bool judge_samples(const char *clf_path, const char *real_dir, const unsi
     dataset d = {0};
     if (model_is_diffusion(&clf->cfg) || clf->cfg.in_chans != C) {
         fprintf(stderr, "error: --judge: %s is not a classifier of %d-channel images\n", clf_path, C);
+        goto out;
+    }
+    /* a sample of class k counts as its class where the classifier says k: the same classes */
+    if (!checkpoints_share_classes(&f, clf->cfg.num_classes, sampler, classes, err, sizeof(err))) {
+        fprintf(stderr, "error: --judge: %s does not classify the model's classes: %s\n", clf_path,
+                err);
         goto out;
     }
     for (int r = 0; r < rows; r++) /* the grid's image i of row r, row by row */
@@ -468,7 +475,8 @@ int main(int argc, char **argv) {
     }
     printf("wrote %s: %d x %d images of %dx%d (%s, %d steps, cfg %g%s)\n", out, rows, n, S, S, sampler_names[kind],
            steps, cfg, use_ema ? ", EMA" : "");
-    if (judge_path && !judge_samples(judge_path, judge_real, png, rows, n, S, C, cls)) {
+    if (judge_path &&
+        !judge_samples(judge_path, judge_real, &f[0], mc.num_classes, png, rows, n, S, C, cls)) {
         code = 1;
         goto done;
     }

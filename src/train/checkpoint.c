@@ -100,6 +100,28 @@ class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num
     return match;
 }
 
+bool checkpoints_share_classes(const st_file *a, int a_classes, const st_file *b, int b_classes,
+                               char *err, size_t err_len) {
+    if (a_classes != b_classes) {
+        snprintf(err, err_len, "it has %d classes, the model %d", a_classes, b_classes);
+        return false;
+    }
+    const char *ja = st_meta(a, "classes"), *jb = st_meta(b, "classes");
+    cJSON *la = ja ? cJSON_Parse(ja) : NULL, *lb = jb ? cJSON_Parse(jb) : NULL;
+    bool same = true;
+    for (int c = 0; same && c < a_classes && cJSON_IsArray(la) && cJSON_IsArray(lb); c++) {
+        const cJSON *na = cJSON_GetArrayItem(la, c), *nb = cJSON_GetArrayItem(lb, c);
+        if (cJSON_IsString(na) && cJSON_IsString(nb) && strcmp(na->valuestring, nb->valuestring)) {
+            snprintf(err, err_len, "its class %d is '%s', the model's '%s'", c, na->valuestring,
+                     nb->valuestring);
+            same = false;
+        }
+    }
+    cJSON_Delete(la);
+    cJSON_Delete(lb);
+    return same;
+}
+
 /* copies "prefix<name>" tensors into a flat block shaped like the parameters, in their memory
  * (through a host copy of the block when that is a device's) */
 static bool load_block(const st_file *f, const char *path, const model *m, const char *prefix,

@@ -41,6 +41,10 @@ class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num
  * the checkpoint has none for (its run kept none) starts from the loaded parameters. */
 bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt, float *ema,
                         train_state *st, char *err, size_t err_len);
+/* Whether checkpoint a's model (a_classes of them) has the classes of b's, in the same order: their
+ * "classes" where both name them, else their counts; err says how they differ. */
+bool checkpoints_share_classes(const st_file *a, int a_classes, const st_file *b, int b_classes,
+                               char *err, size_t err_len);
 /* Whether the checkpoint holds EMA weights ("ema."). */
 bool checkpoint_has_ema(const st_file *f);
 /* Copies the "ema." weights into the model's parameters (eval --ema). */
