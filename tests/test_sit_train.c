@@ -203,6 +203,16 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
                strstr(out, "other_clf/last.safetensors does not classify the model's classes: "
                            "its class 1 is 'c2', the model's 'c1'"),
            "exit %d:\n%s", code, out);
+    /* nor do two networks of other classes share a schedule */
+    code = run(out, sizeof(out),
+               "./train %s --set run.name=other_sit --set data.train=%s/other --set data.val= "
+               "--set train.epochs=1 && ./sample --ckpts "
+               "%s/runs/sit_full/last.safetensors,%s/runs/other_sit/"
+               "last.safetensors --switch-ratios 0.5 --out %s/x.png --n 2 --steps 3",
+               sit_settings(), work, work, work, work);
+    EXPECT(code == 1 && strstr(out, "other_sit/last.safetensors does not sample the classes") &&
+               strstr(out, "its class 1 is 'c2', the model's 'c1'"),
+           "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --switch-ratios 0.5",
                work, work);
     EXPECT(code == 2 && strstr(out, "--switch-ratios needs --ckpts"), "exit %d:\n%s", code, out);

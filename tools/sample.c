@@ -357,6 +357,13 @@ int main(int argc, char **argv) {
             code = 1;
             goto done;
         }
+        if (!checkpoints_share_classes(&f[i], o->num_classes, &f[0], mc.num_classes, err,
+                                       sizeof(err))) {
+            fprintf(stderr, "error: --ckpts: %s does not sample the classes %s does: %s\n",
+                    paths[i], paths[0], err);
+            code = 1;
+            goto done;
+        }
     }
     if (!model_is_diffusion(&mc)) {
         fprintf(stderr, "error: --ckpt: %s is a \"%s\" classifier, not a diffusion model (model.arch sit or dit)\n",
