@@ -78,17 +78,26 @@ bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err
     return true;
 }
 
-class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes, char *err,
-                                     size_t err_len) {
+/* the checkpoint's class names (its "classes"): n entries, NULL where it names none; *list holds
+ * them (cJSON_Delete it after) and is NULL where the checkpoint has no list */
+static const char **class_names(const st_file *f, int n, cJSON **list) {
     const char *json = st_meta(f, "classes");
-    cJSON *list = json ? cJSON_Parse(json) : NULL;
-    const char **names = xcalloc((size_t)num_classes, sizeof(char *));
-    for (int c = 0; c < num_classes && cJSON_IsArray(list); c++) {
-        const cJSON *name = cJSON_GetArrayItem(list, c);
+    *list = json ? cJSON_Parse(json) : NULL;
+    if (!cJSON_IsArray(*list)) cJSON_Delete(*list), *list = NULL;
+    const char **names = xcalloc((size_t)(n > 0 ? n : 1), sizeof(char *));
+    for (int c = 0; c < n && *list; c++) {
+        const cJSON *name = cJSON_GetArrayItem(*list, c);
         if (cJSON_IsString(name)) names[c] = name->valuestring;
     }
+    return names;
+}
+
+class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes, char *err,
+                                     size_t err_len) {
+    cJSON *list;
+    const char **names = class_names(f, num_classes, &list);
     class_match match = CLASSES_MATCH;
-    if (cJSON_IsArray(list) || d->listed) {
+    if (list || d->listed) {
         match = dataset_match_classes(d, names, num_classes, "the checkpoint", err, err_len);
     } else if (d->n_classes != num_classes) {
         snprintf(err, err_len, "%s has %d class folders, the model %d classes", d->root,
@@ -106,20 +115,17 @@ bool checkpoints_share_classes(const st_file *a, int a_classes, const st_file *b
         snprintf(err, err_len, "it has %d classes, the model %d", a_classes, b_classes);
         return false;
     }
-    const char *ja = st_meta(a, "classes"), *jb = st_meta(b, "classes");
-    cJSON *la = ja ? cJSON_Parse(ja) : NULL, *lb = jb ? cJSON_Parse(jb) : NULL;
-    bool same = true;
-    for (int c = 0; same && c < a_classes && cJSON_IsArray(la) && cJSON_IsArray(lb); c++) {
-        const cJSON *na = cJSON_GetArrayItem(la, c), *nb = cJSON_GetArrayItem(lb, c);
-        if (cJSON_IsString(na) && cJSON_IsString(nb) && strcmp(na->valuestring, nb->valuestring)) {
-            snprintf(err, err_len, "its class %d is '%s', the model's '%s'", c, na->valuestring,
-                     nb->valuestring);
-            same = false;
-        }
-    }
+    cJSON *la, *lb;
+    const char **na = class_names(a, a_classes, &la), **nb = class_names(b, b_classes, &lb);
+    int c = 0;
+    while (c < a_classes && (!na[c] || !nb[c] || !strcmp(na[c], nb[c]))) c++;
+    if (c < a_classes)
+        snprintf(err, err_len, "its class %d is '%s', the model's '%s'", c, na[c], nb[c]);
+    free(na);
+    free(nb);
     cJSON_Delete(la);
     cJSON_Delete(lb);
-    return same;
+    return c == a_classes;
 }
 
 /* copies "prefix<name>" tensors into a flat block shaped like the parameters, in their memory
