@@ -303,6 +303,25 @@ TEST(cli_bad_data_and_checkpoints) {
                ckpt, renamed);
     EXPECT(code == 1 && strstr(out, "error: data.train: class folder") && strstr(out, shifted),
            "exit %d:\n%s", code, out);
+    /* a metrics.jsonl that cannot be written (a full disk: /dev/full) stops the run, at the start
+     * or, resumed, before a checkpoint that would claim a log that is not there */
+    code = run(
+        out, sizeof(out),
+        "mkdir -p %s/runs/full_a %s/runs/full_b && ln -sf /dev/full %s/runs/full_a/metrics.jsonl "
+        "&& ln -sf /dev/full %s/runs/full_b/metrics.jsonl",
+        work, work, work, work);
+    EXPECT(code == 0, "%s", out);
+    code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=full_a --quiet",
+               config_path(), work);
+    EXPECT(code == 1 && strstr(out, "full_a/metrics.jsonl: No space left on device") &&
+               !strstr(out, "epoch 1"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out),
+               "./train --resume %s --set run.name=full_b --set train.epochs=2 --quiet; "
+               "test -e %s/runs/full_b/last.safetensors && echo written",
+               ckpt, work);
+    EXPECT(strstr(out, "full_b/metrics.jsonl: No space left on device") && !strstr(out, "written"),
+           "%s", out);
     /* a NaN loss stops the run and keeps the last good checkpoint */
     char before[64], after[64];
     run(before, sizeof(before), "md5sum < %s", ckpt);

@@ -390,6 +390,14 @@ static bool resume_fits(const run *r) {
     return false;
 }
 
+/* false after the error where metrics.jsonl lost a line (a full disk): a checkpoint must not claim
+ * a log that is not there */
+static bool metrics_written(run *r) {
+    if (fflush(r->metrics) == 0 && !ferror(r->metrics)) return true;
+    fprintf(stderr, "\nerror: cannot write %s: %s\n", r->metrics_path, strerror(errno));
+    return false;
+}
+
 /* checkpoints/<run.name>/ with config.json and metrics.jsonl; a resumed run first cuts the metrics
  * logged after its checkpoint, which it is about to log again */
 static bool open_run_dir(run *r, bool resumed) {
@@ -425,11 +433,10 @@ static bool open_run_dir(run *r, bool resumed) {
         fprintf(r->metrics,
                 "{\"type\": \"start\", \"model\": \"%s\", \"params\": %lld, \"macs\": %.0f, "
                 "\"train_images\": %d, \"threads\": %d, \"epoch\": %d}\n",
-                r->mc.name, (long long)r->m->ps.numel, model_macs(r->m), r->train_ds.n, vitc_threads(),
-                r->st.epoch);
-        fflush(r->metrics);
+                r->mc.name, (long long)r->m->ps.numel, model_macs(r->m), r->train_ds.n,
+                vitc_threads(), r->st.epoch);
     }
-    return true;
+    return metrics_written(r);
 }
 
 /* Every rank starts from rank 0's weights, optimizer state, EMA and training state (the same after
@@ -702,6 +709,7 @@ static bool save_last(run *r) {
     if (!r->lead) return true;
     char err[4096];
     struct stat sb;
+    if (!metrics_written(r)) return false;
     r->st.metrics_bytes = fstat(fileno(r->metrics), &sb) == 0 ? (int64_t)sb.st_size : -1;
     if (checkpoint_save(r->last_path, r->m, r->resolved, r->classes, &r->opt, r->ema, &r->st, err, sizeof(err)))
         return true;
@@ -844,10 +852,12 @@ int train_run(config *c, const train_options *o) {
         code = train_epoch(&r);
         if (code == RUN_OK) code = finish_epoch(&r);
     }
-    if (code == RUN_OK && r.lead) /* marks a finished run (tools/sweep.sh skips these) */
+    if (code == RUN_OK && r.lead) { /* marks a finished run (tools/sweep.sh skips these) */
         fprintf(r.metrics, r.t.diffusion ? "{\"type\": \"end\", \"epochs\": %d, \"best_val_loss\": %.6g, \"best_epoch\": %d}\n"
                                          : "{\"type\": \"end\", \"epochs\": %d, \"best_top1\": %.4f, \"best_epoch\": %d}\n",
                 r.st.epoch, r.st.best_top1, r.st.best_epoch);
+        if (!metrics_written(&r)) code = RUN_ERROR;
+    }
     signal(SIGINT, SIG_DFL);
     /* one rank's error during training ends every rank now: the others would wait for it */
     if (code == RUN_ERROR && dist_size() > 1) dist_abort(RUN_ERROR);
