@@ -122,6 +122,27 @@ TEST(cli_ema_turned_on_at_resume_starts_from_the_weights) {
            "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./eval --ckpt %s --ema", ckpt);
     EXPECT(code == 0 && strstr(out, "(EMA) on") && strstr(out, "top-1"), "exit %d:\n%s", code, out);
+    /* the metrics log the EMA's top-1 where there is an EMA, validation's where there is a
+     * validation set (they logged zeros) */
+    code = run(out, sizeof(out),
+               "./train --resume %s --set data.val= --set train.epochs=3 --quiet && "
+               "grep '\"type\": \"epoch\"' %s/runs/no_ema/metrics.jsonl",
+               ckpt, work);
+    char *epoch[3] = {strstr(out, "\"epoch\": 1,"), strstr(out, "\"epoch\": 2,"),
+                      strstr(out, "\"epoch\": 3,")};
+    bool lines = code == 0 && epoch[0] && epoch[1] && epoch[2];
+    EXPECT(lines, "exit %d:\n%s", code, out);
+    for (int i = 2; lines && i >= 0; i--) { /* each line on its own */
+        char *nl = strchr(epoch[i], '\n');
+        if (nl) *nl = 0;
+    }
+    if (lines) {
+        EXPECT(strstr(epoch[0], "val_top1") && !strstr(epoch[0], "ema_top1"), "epoch 1: %s",
+               epoch[0]);
+        EXPECT(strstr(epoch[1], "val_top1") && strstr(epoch[1], "ema_top1"), "epoch 2: %s",
+               epoch[1]);
+        EXPECT(!strstr(epoch[2], "val_") && !strstr(epoch[2], "ema_"), "epoch 3: %s", epoch[2]);
+    }
 }
 
 /* kill -9 at random moments of a run with step checkpoints, resumed each time until it ends: the

@@ -67,7 +67,7 @@ curves() {
         }
         FNR == 1 { file++ }
         /"type": "step"/ { s = num("step"); if (file == 1) ls[s] = num("loss"); if (s > maxs) maxs = s }
-        /"type": "epoch"/ { e = num("epoch"); a[e] += num("val_top1"); na[e]++; if (e > maxe) maxe = e }
+        /"type": "epoch"/ && /"val_top1"/ { e = num("epoch"); a[e] += num("val_top1"); na[e]++; if (e > maxe) maxe = e }
         END {
             for (s = 1; s <= maxs; s++) if (s in ls) print s, ls[s] > loss
             for (e = 1; e <= maxe; e++) if (na[e]) print e, a[e] / na[e] > acc
@@ -117,7 +117,11 @@ plot_lines() { # file suffix, y label, output, title
 }
 plot_lines loss "training loss" "${out}_loss.png" "training loss"
 sep=
-plot_lines acc "validation top-1 (%)" "${out}_acc.png" "validation top-1"
+if cat "$tmp"/*.acc | grep -q .; then
+    plot_lines acc "validation top-1 (%)" "${out}_acc.png" "validation top-1"
+else # runs without data.val log no top-1
+    echo "no validation top-1 in these runs: no ${out}_acc.png"
+fi
 
 [ ${#sweeps[@]} -gt 0 ] || exit 0
 # scatter of each sweep's results.csv: label, x, top-1 mean, std

@@ -23,8 +23,9 @@ rows=$(printf '%s\n' "$dir"/runs/*/ | sort -V | while IFS= read -r run; do
             }
         }
         /"type": "start"/ { params = num("params"); macs = num("macs") }
-        /"type": "epoch"/ { top1 = num("val_top1"); ips += num("train_img_s"); n++; secs += num("time_s") }
-        END { printf "%s|%s|%d|%.0f|%.4f|%.2f|%.1f\n", g, seed, params, macs, top1, n ? ips / n : 0, secs }' "$m"
+        /"type": "epoch"/ { ips += num("train_img_s"); n++; secs += num("time_s") }
+        /"type": "epoch"/ && /"val_top1"/ { top1 = sprintf("%.4f", num("val_top1")) } # (none without data.val)
+        END { printf "%s|%s|%d|%.0f|%s|%.2f|%.1f\n", g, seed, params, macs, top1, n ? ips / n : 0, secs }' "$m"
 done)
 [ -n "$rows" ] || { echo "no finished runs in $dir/runs yet"; exit 0; }
 
@@ -37,7 +38,8 @@ printf '%s\n' "$rows" | awk -F'|' -v csv="$dir/results.csv" -v md="$dir/results.
             if (k != "" && !(k in keyseen)) { keyseen[k] = 1; keys[++nkeys] = k }
         }
         c = $1; cnt[c]++; params[c] = $3; macs[c] = $4
-        sum[c] += $5; sq[c] += $5 * $5; ips[c] += $6; secs[c] += $7
+        if ($5 != "") { sum[c] += $5; sq[c] += $5 * $5; nv[c]++ }
+        ips[c] += $6; secs[c] += $7
         seeds[c] = seeds[c] (seeds[c] == "" ? "" : " ") $2
     }
     function value(combo, key,   n, kvs, i) {
@@ -52,17 +54,19 @@ printf '%s\n' "$rows" | awk -F'|' -v csv="$dir/results.csv" -v md="$dir/results.
         print mdhead " params | MMACs | top-1 (%) | seeds | train img/s | wall (s) |" > md
         print rule "---:|---:|---:|---:|---:|---:|" > md
         for (j = 1; j <= ncombo; j++) {
-            c = order[j]; n = cnt[c]; mean = sum[c] / n
-            var = n > 1 ? (sq[c] - n * mean * mean) / (n - 1) : 0
+            c = order[j]; n = cnt[c]; nt = nv[c]; mean = nt ? sum[c] / nt : 0
+            var = nt > 1 ? (sq[c] - nt * mean * mean) / (nt - 1) : 0
             sd = var > 0 ? sqrt(var) : 0
+            top1 = nt ? sprintf("%.2f,%.2f", mean, sd) : "-,-" # runs without data.val have none
+            mdtop1 = nt ? sprintf("%.2f ± %.2f", mean, sd) : "-"
             line = ""; mdline = "|"
             for (i = 1; i <= nkeys; i++) {
                 v = value(c, keys[i]); q = v
                 if (q ~ /[,"]/) { gsub(/"/, "\"\"", q); q = "\"" q "\"" }
                 line = line q ","; mdline = mdline " " v " |"
             }
-            printf "%s%d,%.2f,%.2f,%.2f,%d,%.1f,%.1f\n", line, params[c], macs[c] / 1e6, mean, sd, n, ips[c] / n, secs[c] / n > csv
-            printf "%s %d | %.2f | %.2f ± %.2f | %d | %.0f | %.0f |\n", mdline, params[c], macs[c] / 1e6, mean, sd, n, ips[c] / n, secs[c] / n > md
+            printf "%s%d,%.2f,%s,%d,%.1f,%.1f\n", line, params[c], macs[c] / 1e6, top1, n, ips[c] / n, secs[c] / n > csv
+            printf "%s %d | %.2f | %s | %d | %.0f | %.0f |\n", mdline, params[c], macs[c] / 1e6, mdtop1, n, ips[c] / n, secs[c] / n > md
         }
     }'
 cat "$dir/results.md"

@@ -800,21 +800,22 @@ static int finish_epoch(run *r) {
     }
     double train_loss = st->epoch_loss_sum / (st->epoch_batches ? st->epoch_batches : 1);
     double epoch_s = clock_seconds() - r->t_epoch;
-    if (r->lead && r->t.diffusion) {
+    if (r->lead) { /* validation's figures where there was one, the EMA's where there is one */
         fprintf(r->metrics,
-                "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g, "
-                "\"val_loss\": %.6g, \"ema_val_loss\": %.6g, \"time_s\": %.2f, \"train_img_s\": %.2f, "
-                "\"skipped_files\": %d}\n",
-                st->epoch, (long long)st->step, train_loss, raw.loss, ev_ema.loss, epoch_s,
-                r->timed_batches * r->t.batch / fmax(t_trained, 1e-9), st->epoch_skipped);
-        fflush(r->metrics);
-    } else if (r->lead) {
-        fprintf(r->metrics,
-                "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g, "
-                "\"val_top1\": %.4f, \"val_top5\": %.4f, \"val_loss\": %.6g, \"ema_top1\": %.4f, "
-                "\"ema_top5\": %.4f, \"time_s\": %.2f, \"train_img_s\": %.2f, \"skipped_files\": %d}\n",
-                st->epoch, (long long)st->step, train_loss, raw.top1, raw.top5, raw.loss, ev_ema.top1,
-                ev_ema.top5, epoch_s, r->timed_batches * r->t.batch / fmax(t_trained, 1e-9), st->epoch_skipped);
+                "{\"type\": \"epoch\", \"epoch\": %d, \"step\": %lld, \"train_loss\": %.6g",
+                st->epoch, (long long)st->step, train_loss);
+        if (r->val_l && r->t.diffusion) {
+            fprintf(r->metrics, ", \"val_loss\": %.6g", raw.loss);
+            if (r->ema) fprintf(r->metrics, ", \"ema_val_loss\": %.6g", ev_ema.loss);
+        } else if (r->val_l) {
+            fprintf(r->metrics, ", \"val_top1\": %.4f, \"val_top5\": %.4f, \"val_loss\": %.6g",
+                    raw.top1, raw.top5, raw.loss);
+            if (r->ema)
+                fprintf(r->metrics, ", \"ema_top1\": %.4f, \"ema_top5\": %.4f", ev_ema.top1,
+                        ev_ema.top5);
+        }
+        fprintf(r->metrics, ", \"time_s\": %.2f, \"train_img_s\": %.2f, \"skipped_files\": %d}\n",
+                epoch_s, r->timed_batches * r->t.batch / fmax(t_trained, 1e-9), st->epoch_skipped);
         fflush(r->metrics);
     }
     if (!r->quiet) {
