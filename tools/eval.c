@@ -242,14 +242,11 @@ int main(int argc, char **argv) {
             goto done;
         }
         class_match match = checkpoint_match_classes(&f, &ds, mc.num_classes, err, sizeof(err));
-        if (match == CLASSES_DIFFER) {
-            fprintf(stderr, "error: --data: %s\n", err);
+        if (!dataset_classes_agree(match, "--data", err, dist_rank() == 0)) {
             dataset_free(&ds);
             code = 1;
             goto done;
         }
-        if (match == CLASSES_NAMED_APART && dist_rank() == 0)
-            fprintf(stderr, "note: %s: labels follow the class folders' sorted order\n", err);
         if (!dist_startup_done(true)) { /* another rank's error (printed once) */
             dataset_free(&ds);
             code = 1;

@@ -37,6 +37,9 @@ typedef enum { CLASSES_MATCH, CLASSES_NAMED_APART, CLASSES_DIFFER } class_match;
  * shows both names of label 0. A list file's labels are indices and only need to be below n. */
 class_match dataset_match_classes(const dataset *d, const char *const *names, int n,
                                   const char *whose, char *err, size_t err_len);
+/* A match told: "error: KEY: WHY" where the classes differ (false), "note: KEY: WHY: labels follow
+ * the class folders' sorted order" where they are named apart (from the lead process alone). */
+bool dataset_classes_agree(class_match match, const char *key, const char *why, bool lead);
 
 typedef struct augment_config {
     int img_size, in_chans;

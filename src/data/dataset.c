@@ -191,6 +191,14 @@ class_match dataset_match_classes(const dataset *d, const char *const *names, in
     return CLASSES_DIFFER;
 }
 
+bool dataset_classes_agree(class_match match, const char *key, const char *why, bool lead) {
+    if (match == CLASSES_DIFFER)
+        fprintf(stderr, "error: %s: %s\n", key, why);
+    else if (match == CLASSES_NAMED_APART && lead)
+        fprintf(stderr, "note: %s: %s: labels follow the class folders' sorted order\n", key, why);
+    return match != CLASSES_DIFFER;
+}
+
 void dataset_free(dataset *d) {
     for (int i = 0; i < d->n; i++) free(d->paths[i]);
     for (int c = 0; c < d->n_classes && d->class_names; c++) free(d->class_names[c]);

@@ -297,16 +297,6 @@ typedef struct run {
 
 enum { RUN_OK = 0, RUN_ERROR = 1, RUN_INTERRUPTED = 130, RUN_STOPPED = -1 /* run.stop_after_steps */ };
 
-/* false after the error where a dataset's labels mean other classes (key: the config key naming
- * it); a note where they cannot be told */
-static bool classes_agree(class_match match, const char *key, const char *why) {
-    if (match == CLASSES_DIFFER)
-        fprintf(stderr, "error: %s: %s\n", key, why);
-    else if (match == CLASSES_NAMED_APART && dist_rank() == 0)
-        fprintf(stderr, "note: %s: %s: labels follow the class folders' sorted order\n", key, why);
-    return match != CLASSES_DIFFER;
-}
-
 static bool open_datasets(run *r) {
     char err[4096];
     if (!dataset_open(&r->train_ds, r->t.train_dir, err, sizeof(err))) {
@@ -332,7 +322,7 @@ static bool open_datasets(run *r) {
     class_match match =
         dataset_match_classes(&r->val_ds, (const char *const *)r->train_ds.class_names,
                               r->train_ds.n_classes, whose, err, sizeof(err));
-    return classes_agree(match, "data.val", err);
+    return dataset_classes_agree(match, "data.val", err, dist_rank() == 0);
 }
 
 static bool resume_from(run *r, const char *path) {
@@ -346,7 +336,7 @@ static bool resume_from(run *r, const char *path) {
     /* data.train may have changed (--set): its labels must still mean the checkpoint's classes */
     class_match match =
         checkpoint_match_classes(&f, &r->train_ds, r->mc.num_classes, err, sizeof(err));
-    bool ok = classes_agree(match, "data.train", err);
+    bool ok = dataset_classes_agree(match, "data.train", err, dist_rank() == 0);
     free(saved_cfg);
     if (!ok) {
         st_close(&f);
