@@ -184,10 +184,15 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
            share, fd, out);
     code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --n 2 --steps 3 "
                "--judge %s/runs/sit_full/last.safetensors", work, work, work);
-    EXPECT(code == 1 && strstr(out, "is not a classifier of 1-channel images"), "exit %d:\n%s", code, out);
+    /* a wrong judge stops the run before it samples (no grid written) */
+    EXPECT(code == 1 && strstr(out, "is not a classifier of 1-channel images") &&
+               !strstr(out, "wrote "),
+           "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./sample --ckpt %s/runs/sit_full/last.safetensors --out %s/x.png --n 2 --steps 3 "
                "--judge %s/runs/judge_clf/last.safetensors --judge-real %s/nowhere", work, work, work, work);
-    EXPECT(code == 1 && strstr(out, "--judge-real: ") && strstr(out, "nowhere"), "exit %d:\n%s", code, out);
+    EXPECT(code == 1 && strstr(out, "--judge-real: ") && strstr(out, "nowhere") &&
+               !strstr(out, "wrote "),
+           "exit %d:\n%s", code, out);
     /* a classifier of other classes (one class folder renamed: c2 takes label 1) would count
      * samples of one class as another's */
     code =
@@ -201,7 +206,8 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
             work, work, work, work, work, work, tiny_run_config(), work, work, work, work, work);
     EXPECT(code == 1 &&
                strstr(out, "other_clf/last.safetensors does not classify the model's classes: "
-                           "its class 1 is 'c2', the model's 'c1'"),
+                           "its class 1 is 'c2', the model's 'c1'") &&
+               !strstr(out, "wrote "),
            "exit %d:\n%s", code, out);
     /* nor do two networks of other classes share a schedule */
     code = run(out, sizeof(out),

@@ -176,65 +176,84 @@ static bool jsd_write(const jsd_recorder *j, const char *path) {
     return true;
 }
 
-/* --judge: the classifier's class for every sample of the grid (row r requested class r, or cls
- * alone) and the Frechet distance of its features to those of the real images */
-static bool judge_samples(const char *clf_path, const char *real_dir, const st_file *sampler,
-                          int classes, const unsigned char *grid, int rows, int n, int S, int C,
-                          int cls) {
-    char err[8192];
+/* --judge: a classifier of the sampler's classes and channels, and the real images its features
+ * are compared with; opened before sampling, so that a wrong one stops the run before its steps */
+typedef struct {
+    const char *path, *real_dir;
     st_file f;
     config c;
-    model *clf = checkpoint_load_model(&f, clf_path, false, &c, err, sizeof(err));
-    if (!clf) {
+    model *clf;
+    augment_config ac;
+    dataset real;
+} judge;
+
+static void judge_close(judge *j) {
+    if (!j->clf) return;
+    dataset_free(&j->real);
+    model_free(j->clf);
+    config_free(&j->c);
+    st_close(&j->f);
+    j->clf = NULL;
+}
+
+static bool judge_open(judge *j, const st_file *sampler, int classes, int C, int samples) {
+    char err[8192];
+    j->clf = checkpoint_load_model(&j->f, j->path, false, &j->c, err, sizeof(err));
+    if (!j->clf) {
         fprintf(stderr, "error: --judge: %s\n", err);
         return false;
     }
+    augment_config_read(&j->ac, &j->c);
+    if (!j->real_dir) j->real_dir = config_str(&j->c, "data.val", "", NULL);
     bool ok = false;
-    augment_config ac;
-    augment_config_read(&ac, &c);
-    if (!real_dir) real_dir = config_str(&c, "data.val", "", NULL);
-    int total = rows * n, dim = judge_feature_dim(clf), hits = 0, n_real = 0;
+    if (model_is_diffusion(&j->clf->cfg) || j->clf->cfg.in_chans != C)
+        fprintf(stderr, "error: --judge: %s is not a classifier of %d-channel images\n", j->path,
+                C);
+    /* a sample of class k counts as its class where the classifier says k: the same classes */
+    else if (!checkpoints_share_classes(&j->f, j->clf->cfg.num_classes, sampler, classes, err,
+                                        sizeof(err)))
+        fprintf(stderr, "error: --judge: %s does not classify the model's classes: %s\n", j->path,
+                err);
+    else if (samples < 2)
+        fprintf(stderr, "error: --judge: the Frechet distance needs 2 samples at least (--n)\n");
+    else if (!j->real_dir[0] || !dataset_open(&j->real, j->real_dir, err, sizeof(err)))
+        fprintf(stderr, "error: --judge-real: %s\n",
+                j->real_dir[0] ? err : "no real images (the classifier has no data.val)");
+    else
+        ok = true;
+    if (!ok) judge_close(j);
+    return ok;
+}
+
+/* the classifier's class for every sample of the grid (row r requested class r, or cls alone),
+ * and the Frechet distance of its features to those of the real images */
+static bool judge_samples(judge *j, const unsigned char *grid, int rows, int n, int S, int C,
+                          int cls) {
+    int total = rows * n, dim = judge_feature_dim(j->clf), hits = 0;
     int64_t per = (int64_t)S * S * C;
     unsigned char *px = xmalloc((size_t)(total * per));
     float *fs = xmalloc(sizeof(float) * (size_t)total * dim), *fr = xmalloc(sizeof(float) * 10000 * (size_t)dim);
     int *pred = xmalloc(sizeof(int) * (size_t)total);
-    dataset d = {0};
-    if (model_is_diffusion(&clf->cfg) || clf->cfg.in_chans != C) {
-        fprintf(stderr, "error: --judge: %s is not a classifier of %d-channel images\n", clf_path, C);
-        goto out;
-    }
-    /* a sample of class k counts as its class where the classifier says k: the same classes */
-    if (!checkpoints_share_classes(&f, clf->cfg.num_classes, sampler, classes, err, sizeof(err))) {
-        fprintf(stderr, "error: --judge: %s does not classify the model's classes: %s\n", clf_path,
-                err);
-        goto out;
-    }
     for (int r = 0; r < rows; r++) /* the grid's image i of row r, row by row */
         for (int i = 0; i < n; i++)
             for (int y = 0; y < S; y++)
                 memcpy(px + ((size_t)(r * n + i) * S + y) * S * C, grid + (((size_t)r * S + y) * n * S + (size_t)i * S) * C,
                        (size_t)S * C);
-    judge_pixels(clf, &ac, px, total, S, C, fs, pred);
+    judge_pixels(j->clf, &j->ac, px, total, S, C, fs, pred);
     for (int k = 0; k < total; k++) hits += pred[k] == (cls >= 0 ? cls : k / n);
-    printf("judge %s: %.1f%% of %d samples classified as their class\n", clf_path, 100.0 * hits / total, total);
-    if (!real_dir[0] || !dataset_open(&d, real_dir, err, sizeof(err))) {
-        fprintf(stderr, "error: --judge-real: %s\n", real_dir[0] ? err : "no real images (the classifier has no data.val)");
-        goto out;
-    }
-    n_real = judge_dataset(clf, &ac, &d, 10000, fr);
-    if (total < 2 || n_real < 2) {
-        fprintf(stderr, "error: --judge: the Frechet distance needs 2 samples and 2 real images at least\n");
-        goto out;
-    }
-    printf("judge %s: Frechet distance of its features (%d wide) to %d real images of %s: %.4f\n", clf_path, dim,
-           n_real, real_dir, frechet_distance(fs, total, fr, n_real, dim));
-    ok = true;
-out:
-    dataset_free(&d);
+    printf("judge %s: %.1f%% of %d samples classified as their class\n", j->path,
+           100.0 * hits / total, total);
+    int n_real = judge_dataset(j->clf, &j->ac, &j->real, 10000, fr);
+    bool ok = n_real >= 2;
+    if (ok)
+        printf(
+            "judge %s: Frechet distance of its features (%d wide) to %d real images of %s: %.4f\n",
+            j->path, dim, n_real, j->real_dir, frechet_distance(fs, total, fr, n_real, dim));
+    else
+        fprintf(stderr,
+                "error: --judge-real: %s has %d readable images: the Frechet distance needs 2\n",
+                j->real_dir, n_real);
     free(px), free(fs), free(fr), free(pred);
-    model_free(clf);
-    config_free(&c);
-    st_close(&f);
     return ok;
 }
 
@@ -263,11 +282,12 @@ static int read_guidance(const char *flag, const char *value, void *to) {
 
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
-    const char *ckpt = NULL, *ckpts = NULL, *out = NULL, *sampler = NULL, *ratios_arg = NULL, *distance = "mae",
-               *jsd_path = NULL, *judge_path = NULL, *judge_real = NULL, *device_arg = "cpu";
+    const char *ckpt = NULL, *ckpts = NULL, *out = NULL, *sampler = NULL, *ratios_arg = NULL,
+               *distance = "mae", *jsd_path = NULL, *device_arg = "cpu";
     int cls = -1, n = 8, steps = 250, seed = 0, threads = 0, calibrate = 3, jsd_pairs = 256;
     double cfg = 1.0;
     bool use_ema = false;
+    judge jg = {0};
     const tool_flag flags[] = {
         TEXT_FLAG("--ckpt", &ckpt),
         TEXT_FLAG("--ckpts", &ckpts),
@@ -276,8 +296,8 @@ int main(int argc, char **argv) {
         INT_FLAG("--switch-calibrate", &calibrate, 1),
         TEXT_FLAG("--jsd", &jsd_path),
         INT_FLAG("--jsd-pairs", &jsd_pairs, 1),
-        TEXT_FLAG("--judge", &judge_path),
-        TEXT_FLAG("--judge-real", &judge_real),
+        TEXT_FLAG("--judge", &jg.path),
+        TEXT_FLAG("--judge-real", &jg.real_dir),
         TEXT_FLAG("--device", &device_arg),
         PNG_FLAG("--out", &out),
         TEXT_FLAG("--sampler", &sampler),
@@ -347,6 +367,7 @@ int main(int argc, char **argv) {
     unsigned char *png = NULL;
     float *x = NULL, *prev = NULL;
     rng *noise = NULL;
+    jsd_recorder jr = {0};
     for (int i = 1; i < n_nets; i++) {
         const model_config *o = &nets[i]->cfg;
         if (strcmp(o->arch, mc.arch) || o->img_size != mc.img_size || o->in_chans != mc.in_chans ||
@@ -407,7 +428,6 @@ int main(int argc, char **argv) {
             code = 2;
             goto done;
         }
-    jsd_recorder jr = {0};
     if (jsd_path) {
         for (int i = 0; i < mc.depths[0]; i++)
             if (mc.attn[0][i] != ATTN_NATIVE) {
@@ -418,9 +438,13 @@ int main(int argc, char **argv) {
             }
         jsd_recorder_init(&jr, mc.depths[0], mc.num_heads[0], jsd_pairs, 2 * steps);
     }
+    int S = mc.img_size, C = mc.in_chans, rows = cls >= 0 ? 1 : mc.num_classes;
+    if (jg.path && !judge_open(&jg, &f[0], mc.num_classes, C, rows * n)) {
+        code = 1;
+        goto done;
+    }
     augment_config ac;
     augment_config_read(&ac, &c); /* the normalisation to undo */
-    int S = mc.img_size, C = mc.in_chans, rows = cls >= 0 ? 1 : mc.num_classes;
     int64_t per = (int64_t)S * S * C;
     sampler_opts so = sampler_defaults(kind);
     so.steps = steps;
@@ -482,8 +506,7 @@ int main(int argc, char **argv) {
     }
     printf("wrote %s: %d x %d images of %dx%d (%s, %d steps, cfg %g%s)\n", out, rows, n, S, S, sampler_names[kind],
            steps, cfg, use_ema ? ", EMA" : "");
-    if (judge_path &&
-        !judge_samples(judge_path, judge_real, &f[0], mc.num_classes, png, rows, n, S, C, cls)) {
+    if (jg.path && !judge_samples(&jg, png, rows, n, S, C, cls)) {
         code = 1;
         goto done;
     }
@@ -509,6 +532,7 @@ done:
     free(prev);
     free(noise);
     jsd_recorder_free(&jr);
+    judge_close(&jg);
     for (int i = 0; i < n_nets; i++) model_free(nets[i]), st_close(&f[i]);
     config_free(&c);
     arena_free(&vitc_arena);
