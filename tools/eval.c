@@ -252,6 +252,7 @@ int main(int argc, char **argv) {
             code = 1;
             goto done;
         }
+        if (batch_size > ds.n) batch_size = ds.n; /* (a batch no larger than the set) */
         loader *l = loader_create(&ds, &ac, batch_size, false, 2, 0);
         loader_shard(l, dist_rank(), dist_size()); /* under mpirun each rank takes part of every batch */
         bool diffusion = model_is_diffusion(&mc);
