@@ -521,6 +521,7 @@ static bool run_open(run *r, config *c, const train_options *o) {
         printf("vitc train: %s (%lld params) on %s: %d images, %d classes; %d steps/epoch, %d epochs; %s\n",
                r->mc.name, (long long)r->m->ps.numel, r->t.train_dir, r->train_ds.n, r->train_ds.n_classes,
                r->steps_per_epoch, r->total_epochs, precision_name(r->t.prec));
+    fflush(stdout); /* before the progress lines on stderr, where both go to one file */
     if (r->lead && r->st.epoch >= r->total_epochs)
         fprintf(stderr,
                 "note: the run has finished %d epochs of %d: nothing left to train (raise "
