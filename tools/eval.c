@@ -105,7 +105,8 @@ static int predict_image(model *m, config *c, const st_file *f, const char *imag
     attn_probe_set(NULL);
     float *host = xmalloc(sizeof(float) * (size_t)K);
     const float *probs = backend_read(host, out->data, K);
-    cJSON *classes = st_meta(f, "classes") ? cJSON_Parse(st_meta(f, "classes")) : NULL;
+    cJSON *list;
+    const char **names = checkpoint_class_names(f, K, &list);
     int shown[5];
     printf("%s:\n", image);
     for (int r = 0; r < 5 && r < K; r++) {
@@ -116,11 +117,11 @@ static int predict_image(model *m, config *c, const st_file *f, const char *imag
             if (!used && (best < 0 || probs[k] > probs[best])) best = k;
         }
         shown[r] = best;
-        const cJSON *name = cJSON_GetArrayItem(classes, best);
-        printf("  %6.2f%%  %s (class %d)\n", 100.0 * probs[best],
-               cJSON_IsString(name) ? name->valuestring : "?", best);
+        printf("  %6.2f%%  %s (class %d)\n", 100.0 * probs[best], names[best] ? names[best] : "?",
+               best);
     }
-    cJSON_Delete(classes);
+    free(names);
+    cJSON_Delete(list);
     free(host);
     int code = 0;
     if (probe) {

@@ -78,9 +78,7 @@ bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err
     return true;
 }
 
-/* the checkpoint's class names (its "classes"): n entries, NULL where it names none; *list holds
- * them (cJSON_Delete it after) and is NULL where the checkpoint has no list */
-static const char **class_names(const st_file *f, int n, cJSON **list) {
+const char **checkpoint_class_names(const st_file *f, int n, cJSON **list) {
     const char *json = st_meta(f, "classes");
     *list = json ? cJSON_Parse(json) : NULL;
     if (!cJSON_IsArray(*list)) cJSON_Delete(*list), *list = NULL;
@@ -95,7 +93,7 @@ static const char **class_names(const st_file *f, int n, cJSON **list) {
 class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes, char *err,
                                      size_t err_len) {
     cJSON *list;
-    const char **names = class_names(f, num_classes, &list);
+    const char **names = checkpoint_class_names(f, num_classes, &list);
     class_match match = CLASSES_MATCH;
     if (list || d->listed) {
         match = dataset_match_classes(d, names, num_classes, "the checkpoint", err, err_len);
@@ -116,7 +114,8 @@ bool checkpoints_share_classes(const st_file *a, int a_classes, const st_file *b
         return false;
     }
     cJSON *la, *lb;
-    const char **na = class_names(a, a_classes, &la), **nb = class_names(b, b_classes, &lb);
+    const char **na = checkpoint_class_names(a, a_classes, &la),
+               **nb = checkpoint_class_names(b, b_classes, &lb);
     int c = 0;
     while (c < a_classes && (!na[c] || !nb[c] || !strcmp(na[c], nb[c]))) c++;
     if (c < a_classes)

@@ -8,6 +8,8 @@
 #include "../data/data.h"
 #include "optim.h"
 
+struct cJSON;
+
 typedef struct train_state {
     int epoch;        /* epochs completed */
     int64_t step;     /* optimizer steps taken */
@@ -32,6 +34,9 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
 
 /* Reads a checkpoint file and its resolved config JSON (malloc'd copy in *config_json). */
 bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err, size_t err_len);
+/* The checkpoint's class names (its "classes"): n entries, NULL where it names none, to free();
+ * *list holds them (cJSON_Delete it after) and is NULL where the checkpoint has no list. */
+const char **checkpoint_class_names(const st_file *f, int n, struct cJSON **list);
 /* Whether dataset d's labels mean the classes of the checkpoint's model (num_classes of them):
  * those its "classes" name (dataset_match_classes), or without them, as many class folders. */
 class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes, char *err,
