@@ -1,5 +1,6 @@
 #include "image.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +14,13 @@
 unsigned char *image_load(const char *path, int channels, int *w, int *h, char *err, size_t err_len) {
     int n;
     unsigned char *px = stbi_load(path, w, h, &n, channels);
-    if (!px) {
-        snprintf(err, err_len, "%s: cannot decode (%s)", path, stbi_failure_reason());
+    if (!px) { /* stb_image says "can't fopen" for a file it cannot open: the system says why */
+        FILE *f = fopen(path, "rb");
+        if (f)
+            snprintf(err, err_len, "%s: cannot decode (%s)", path, stbi_failure_reason());
+        else
+            snprintf(err, err_len, "%s: %s", path, strerror(errno));
+        if (f) fclose(f);
         return NULL;
     }
     return px;

@@ -44,13 +44,14 @@ static uint64_t sample_seed(uint64_t seed, int epoch, int index) {
 
 /* decodes and transforms one sample into dst; false (after one warning) if unreadable */
 static bool load_sample(loader *l, int idx, float *dst) {
-    int w, h, n;
-    unsigned char *px = stbi_load(l->d->paths[idx], &w, &h, &n, l->a.in_chans);
+    int w, h;
+    char err[4400];
+    unsigned char *px = image_load(l->d->paths[idx], l->a.in_chans, &w, &h, err, sizeof(err));
     if (!px) {
         pthread_mutex_lock(&l->mu);
         if (!l->warned[idx]) {
             l->warned[idx] = 1;
-            fprintf(stderr, "warning: skipping %s: %s\n", l->d->paths[idx], stbi_failure_reason());
+            fprintf(stderr, "warning: skipping %s\n", err);
         }
         pthread_mutex_unlock(&l->mu);
         return false;
