@@ -195,11 +195,12 @@ fmnist: check-deps $(BUILD)/fmnist_to_png
 	  label=$$((label + 1)); done > $(FMNIST)/train_10k.txt; }
 
 # the first thing to run: prepare Fashion-MNIST, train a small Agent-DeiT, evaluate it
-# (PRECISION=bf16: bf16 GEMMs, run checkpoints/demo_fmnist_bf16)
+# (PRECISION=bf16: bf16 GEMMs, run checkpoints/demo_fmnist_bf16); run again, it trains again
 PRECISION ?= fp32
 DEMO_RUN = demo_fmnist$(if $(filter-out fp32,$(PRECISION)),_$(PRECISION))
 demo: fmnist train eval
-	./train --config configs/demo_fmnist.json --out checkpoints --precision $(PRECISION) --set run.name=$(DEMO_RUN)
+	./train --config configs/demo_fmnist.json --out checkpoints --precision $(PRECISION) --set run.name=$(DEMO_RUN) \
+	  --overwrite
 	./eval --ckpt checkpoints/$(DEMO_RUN)/last.safetensors --data $(FMNIST)/val --precision $(PRECISION)
 
 # the Attention Mediators demo of docs/mediators.md (about 2.5 hours on 2 cores): four SiTs on

@@ -105,6 +105,30 @@ TEST(cli_resume_continues_the_exact_trajectory) {
     EXPECT(code == 0 &&
                strstr(out, "note: the run has finished 3 epochs of 3: nothing left to train"),
            "exit %d:\n%s", code, out);
+    /* the run started again without --resume, or resumed from a copy of its checkpoint kept
+     * elsewhere, stops before writing over its checkpoints (a new run wrote over them in silence);
+     * --overwrite starts over */
+    char expect[1200];
+    snprintf(expect, sizeof(expect),
+             "error: %s/runs/full holds the checkpoints of a run, which this one would write over: "
+             "continue it with --resume %s/runs/full/last.safetensors,",
+             work, work);
+    code = run(out, sizeof(out),
+               "cp %s/runs/full/last.safetensors %s/kept.safetensors && ./train --config %s --out "
+               "%s/runs --set run.name=full --quiet",
+               work, work, config_path(), work);
+    EXPECT(code == 1 && strstr(out, expect), "exit %d (want \"%s\"):\n%s", code, expect, out);
+    code = run(out, sizeof(out),
+               "./train --resume %s/kept.safetensors --set train.epochs=4 --quiet", work);
+    EXPECT(code == 1 && strstr(out, expect), "exit %d (want \"%s\"):\n%s", code, expect, out);
+    code =
+        run(out, sizeof(out), "cmp %s/runs/full/last.safetensors %s/kept.safetensors", work, work);
+    EXPECT(code == 0, "the checkpoint changed:\n%s", out);
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=full --set train.epochs=1 --quiet "
+               "--overwrite && ! cmp -s %s/runs/full/last.safetensors %s/kept.safetensors",
+               config_path(), work, work, work);
+    EXPECT(code == 0, "--overwrite exited %d:\n%s", code, out);
 }
 
 /* a run without EMA: eval --ema says so (it said "missing tensor ema.cls_token"), and a resume

@@ -38,7 +38,7 @@ main() {
             start=$(date +%s)
             ./train --config configs/demo_sit_fmnist.json --out "$runs" --set run.name=$name \
                 --set model.attn=$attn --set model.mediator_num=$((n ? n : 16)) --set train.epochs="$epochs" \
-                "${lr_args[@]}" --precision "$PRECISION" --quiet ${TRAIN_ARGS:-}
+                "${lr_args[@]}" --precision "$PRECISION" --quiet --overwrite ${TRAIN_ARGS:-}
             say "$name: trained in $(( ($(date +%s) - start) / 60 )) min"
         fi
         ./train --config configs/demo_sit_fmnist.json --set model.attn=$attn --set model.mediator_num=$((n ? n : 16)) \

@@ -18,7 +18,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: train --config FILE [--set key=value]... [--resume CKPT] [--threads N]\n"
-            "             [--precision fp32|bf16|tf32] [--out DIR] [--quiet] [--summary] [--device cpu|cuda[:N]]\n"
+            "             [--precision fp32|bf16|tf32] [--out DIR] [--overwrite] [--quiet] [--summary]\n"
+            "             [--device cpu|cuda[:N]]\n"
             "  --config FILE   JSON config; a bare name is also looked up in configs/ (e.g. agent_swin_t)\n"
             "  --set k=v       override one key, e.g. --set train.lr=1e-3 --set model.attn=agent\n"
             "  --resume CKPT   continue a run from its checkpoint exactly\n"
@@ -27,6 +28,8 @@ static void usage(FILE *f) {
             "                  CPU it needs AVX512_BF16) or tf32 (tensor-core GEMMs, --device cuda only);\n"
             "                  weights, optimizer and statistics stay fp32\n"
             "  --out DIR       run directories go to DIR/<run.name> (default checkpoints/)\n"
+            "  --overwrite     start over in a run directory that holds another run's checkpoints\n"
+            "                  (without it such a run stops before writing anything)\n"
             "  --quiet         no progress bar\n"
             "  --summary       print the module tree, parameters, MACs and activation memory, then exit\n"
             "  --device D      cpu (default), cuda or cuda:N: where the model trains (cuda needs a build with\n"
@@ -168,6 +171,7 @@ int main(int argc, char **argv) {
         RANGE_FLAG("--threads", &threads, 1, VITC_MAX_THREADS),
         SWITCH_FLAG("--summary", &summary),
         SWITCH_FLAG("--quiet", &o.quiet),
+        SWITCH_FLAG("--overwrite", &o.overwrite),
         FLAGS_END,
     };
     int status = flags_read(argc, argv, flags, usage);

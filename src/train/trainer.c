@@ -2,9 +2,11 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -390,9 +392,42 @@ static bool metrics_written(run *r) {
 
 /* checkpoints/<run.name>/ with config.json and metrics.jsonl; a resumed run first cuts the metrics
  * logged after its checkpoint, which it is about to log again */
-static bool open_run_dir(run *r, bool resumed) {
+/* The checkpoint of another run that dir holds (its last, else its best), which this run would
+ * write over: a run started without --resume, or resumed from a checkpoint kept elsewhere; false
+ * where there is none. */
+static bool holds_other_run(const char *dir, const char *resume, char *path, size_t len) {
+    const char *names[] = {"last.safetensors", "best.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, len, "%s/%s", dir, names[i]);
+        if (access(path, F_OK) != 0) continue;
+        if (!resume) return true;
+        char from[PATH_MAX]; /* resumed from a file of this directory: the same run, going on */
+        snprintf(from, sizeof(from), "%s", resume);
+        char *slash = strrchr(from, '/');
+        if (slash)
+            *slash = 0;
+        else
+            snprintf(from, sizeof(from), ".");
+        char *a = realpath(dir, NULL), *b = realpath(from, NULL);
+        bool same = a && b && !strcmp(a, b);
+        free(a), free(b);
+        return !same;
+    }
+    return false;
+}
+
+static bool open_run_dir(run *r, const train_options *o) {
     char dir[1024], path[1200];
+    bool resumed = o->resume != NULL;
     snprintf(dir, sizeof(dir), "%s/%s", r->t.out, r->t.run_name);
+    if (!o->overwrite && holds_other_run(dir, o->resume, path, sizeof(path))) {
+        fprintf(stderr,
+                "error: %s holds the checkpoints of a run, which this one would write over: "
+                "continue it with --resume %s, give this run another run.name or --out, or start "
+                "over with --overwrite\n",
+                dir, path);
+        return false;
+    }
     if (!make_dirs(dir)) {
         fprintf(stderr, "error: cannot create run directory %s: %s\n", dir, strerror(errno));
         return false;
@@ -509,7 +544,7 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
         r->targets_stage = backend_stager_create((int64_t)t->batch * r->mc.num_classes);
     }
     r->step_reduced = xmalloc(sizeof(double) * (size_t)(2 * t->accum + 2));
-    return !r->lead || open_run_dir(r, o->resume != NULL);
+    return !r->lead || open_run_dir(r, o);
 }
 
 /* everything before the first step, every rank agreeing that it went well; false after the error */

@@ -11,6 +11,7 @@
 typedef struct train_options {
     const char *resume; /* checkpoint to continue from, or NULL */
     bool quiet;
+    bool overwrite; /* a new run may replace the checkpoints of another in its directory */
 } train_options;
 
 /* Reads and validates every section of a resolved training config (exits naming the JSON path on
