@@ -395,6 +395,17 @@ TEST(cli_ctrl_c_saves_a_resumable_checkpoint) {
     EXPECT(code == 130 && strstr(out, "interrupted at step"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train --resume %s/runs/interrupted/last.safetensors --set train.epochs=1 --quiet", work);
     EXPECT(code == 0, "resuming the interrupted run exited %d:\n%s", code, out);
+    /* and SIGTERM, a batch scheduler's warning before its time limit (it ended the process with
+     * the steps since the last checkpoint): the same, exit 143 */
+    code = run(out, sizeof(out),
+               "timeout --preserve-status -s TERM 2 ./train --config %s --out %s/runs --set "
+               "run.name=terminated --set train.epochs=100000 --quiet",
+               config_path(), work);
+    EXPECT(code == 143 && strstr(out, "interrupted at step"), "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out),
+               "./train --resume %s/runs/terminated/last.safetensors --set train.epochs=1 --quiet",
+               work);
+    EXPECT(code == 0, "resuming the terminated run exited %d:\n%s", code, out);
 }
 
 /* the number of lines of a file containing needle */

@@ -30,9 +30,11 @@
 #include "ddpm.h"
 #include "transport.h"
 
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
+/* Ctrl-C, or SIGTERM (kill's, a batch scheduler's before its time limit): the step ends, the
+ * checkpoint is saved and the exit code is 128 + the signal's number */
+static volatile sig_atomic_t interrupted, stop_signal;
+static void on_stop_signal(int sig) {
+    stop_signal = sig;
     interrupted = 1;
 }
 
@@ -297,7 +299,12 @@ typedef struct run {
     size_t mem;
 } run;
 
-enum { RUN_OK = 0, RUN_ERROR = 1, RUN_INTERRUPTED = 130, RUN_STOPPED = -1 /* run.stop_after_steps */ };
+enum {
+    RUN_OK = 0,
+    RUN_ERROR = 1,
+    RUN_SIGNALLED = 128, /* + the signal's number, the shells' convention */
+    RUN_STOPPED = -1 /* run.stop_after_steps */
+};
 
 static bool open_datasets(run *r) {
     char err[4096];
@@ -759,7 +766,9 @@ static int train_epoch(run *r) {
             if (!save_last(r)) return RUN_ERROR;
             if (r->lead) fprintf(stderr, "\n%s at step %lld: saved a resumable checkpoint to %s\n",
                     interrupted ? "interrupted" : "stopping", (long long)r->st.step, r->last_path);
-            return interrupted ? RUN_INTERRUPTED : RUN_STOPPED;
+            /* (a rank stopped by another's signal exits as after Ctrl-C) */
+            return interrupted ? RUN_SIGNALLED + (stop_signal ? stop_signal : SIGINT)
+                               : RUN_STOPPED;
         }
         /* the epoch's end writes its own checkpoint */
         if (t->save_every && r->st.step % t->save_every == 0 && r->st.step < end_step && !save_last(r))
@@ -873,8 +882,9 @@ int train_run(config *c, const train_options *o) {
         return RUN_ERROR;
     }
     int code = RUN_OK;
-    signal(SIGINT, on_sigint);
-    interrupted = 0;
+    signal(SIGINT, on_stop_signal);
+    signal(SIGTERM, on_stop_signal);
+    interrupted = stop_signal = 0;
     while (code == RUN_OK && r.st.epoch < r.total_epochs) {
         code = train_epoch(&r);
         if (code == RUN_OK) code = finish_epoch(&r);
@@ -886,6 +896,7 @@ int train_run(config *c, const train_options *o) {
         if (!metrics_written(&r)) code = RUN_ERROR;
     }
     signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     /* one rank's error during training ends every rank now: the others would wait for it */
     if (code == RUN_ERROR && dist_size() > 1) dist_abort(RUN_ERROR);
     run_close(&r);
