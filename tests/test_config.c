@@ -51,6 +51,20 @@ TEST(config_errors_name_the_path) {
     EXPECT_ERROR(config_merge_file(&c, "/nonexistent/x.json"), "cannot read config file /nonexistent/x.json: No such file");
     EXPECT_ERROR(config_merge_file(&c, "/tmp"), "cannot read config file /tmp: is a directory");
     EXPECT_ERROR(config_set(&c, "novalue"), "expected key=value");
+    /* a parser stops after the first value: text after it was dropped in silence (train.epochs=2x
+     * trained 2 epochs, a second object in a file was never read) */
+    EXPECT_ERROR(config_merge_text(&c, "{\"a\": 1}\n{\"a\": 2}\n", "two.json"),
+                 "two.json: text after the JSON value, at line 2: '{\"a\": 2}'");
+    config_merge_text(&c, "{\"train\": {\"epochs\": 3}}\n \n", "spaces.json");
+    config_set(&c, "train.epochs=2x");
+    EXPECT_ERROR(config_int(&c, "train.epochs", 1, 1, 100),
+                 "train.epochs: expected an integer, got \"2x\"");
+    config_set(&c, "model.embed_dim=[24]]");
+    int dims[1];
+    EXPECT_ERROR(config_int_array(&c, "model.embed_dim", 1, NULL, dims, 1, 4096),
+                 "model.embed_dim: expected an array of 1 integers, got \"[24]]\"");
+    config_set(&c, "train.epochs= 2 ");
+    EXPECT(config_int(&c, "train.epochs", 1, 1, 100) == 2, "spaces around a value are JSON's");
     config_free(&c);
 }
 

@@ -43,13 +43,31 @@ static void merge(cJSON *dst, const cJSON *src) {
     }
 }
 
+static int line_of(const char *text, const char *at) {
+    int line = 1;
+    for (const char *p = text; at && p < at && *p; p++) line += *p == '\n';
+    return line;
+}
+
+/* how much of the text at `at` an error quotes: the rest of its line, 30 characters at most */
+static int excerpt(const char *at) {
+    int n = (int)strcspn(at, "\r\n");
+    return n < 30 ? n : 30;
+}
+
 void config_merge_text(config *c, const char *json, const char *source) {
-    cJSON *tree = cJSON_Parse(json);
+    const char *end = NULL;
+    cJSON *tree = cJSON_ParseWithOpts(json, &end, false);
     if (!tree) {
         const char *at = cJSON_GetErrorPtr();
-        int line = 1;
-        for (const char *p = json; at && p < at && *p; p++) line += *p == '\n';
-        FATAL("%s: invalid JSON near line %d: '%.30s'", source, line, at ? at : "?");
+        if (!at) at = "?";
+        FATAL("%s: invalid JSON near line %d: '%.*s'", source, line_of(json, at), excerpt(at), at);
+    }
+    end += strspn(end, " \t\r\n");
+    if (*end) { /* (a parser stops after the first value) */
+        cJSON_Delete(tree);
+        FATAL("%s: text after the JSON value, at line %d: '%.*s'", source, line_of(json, end),
+              excerpt(end), end);
     }
     if (!cJSON_IsObject(tree)) {
         cJSON_Delete(tree);
@@ -99,7 +117,8 @@ void config_set(config *c, const char *assignment) {
     if (plen >= sizeof(path)) FATAL("--set %s: key too long", assignment);
     memcpy(path, assignment, plen);
     path[plen] = 0;
-    cJSON *value = cJSON_Parse(eq + 1);
+    /* a value that is not JSON to its end is a string: 2x is no 2, nor [24]] a [24] */
+    cJSON *value = cJSON_ParseWithOpts(eq + 1, NULL, true);
     if (!value) value = cJSON_CreateString(eq + 1);
     cJSON *parent = parent_of(c->root, path, last, sizeof(last), true);
     if (cJSON_GetObjectItemCaseSensitive(parent, last))
