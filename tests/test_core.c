@@ -1,5 +1,8 @@
 /* Core: arena, tape bookkeeping, op table, rng, error checks. */
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "../src/core/clock.h"
 #include "../src/core/memory.h"
@@ -89,6 +92,31 @@ TEST(arena_keep_moves_a_large_block_apart_or_overlapping) {
             arena_free(&a);
         }
     vitc_set_threads(threads);
+}
+
+/* the kernels index their scratch by a thread's number in its team: nested teams, which
+ * OMP_NUM_THREADS=4,2 (or OMP_MAX_ACTIVE_LEVELS, OMP_NESTED) turn on, would repeat the numbers
+ * (eval under OMP_NUM_THREADS=4,2 scored another loss from run to run); the threads stay one team
+ */
+TEST(threads_are_one_team_whatever_the_environment_nests) {
+#ifdef _OPENMP
+    int threads = vitc_threads(), nested = 0;
+    omp_set_max_active_levels(4); /* as OMP_NUM_THREADS=4,2 leaves it */
+    vitc_set_threads(2);
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp parallel num_threads(2)
+        {
+#pragma omp atomic
+            nested += omp_get_num_threads() > 1;
+        }
+    }
+    EXPECT(nested == 0 && omp_get_max_active_levels() == 1, "%d nested threads in teams, %d levels",
+           nested, omp_get_max_active_levels());
+    vitc_set_threads(threads);
+#else
+    SKIP("a build without OpenMP (NO_OMP=1) has no teams");
+#endif
 }
 
 TEST(arena_mark_release_restores_usage) {

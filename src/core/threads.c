@@ -28,6 +28,10 @@ void vitc_set_threads(int n) {
     flush_denormals(); /* threads created later inherit the main thread's mode */
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);
+    /* one team: the kernels index their scratch by the thread's number in it, which nested teams
+     * (OMP_NUM_THREADS=4,2, OMP_MAX_ACTIVE_LEVELS, OMP_NESTED) would repeat: a race, wrong results
+     */
+    omp_set_max_active_levels(1);
 #pragma omp parallel
     flush_denormals(); /* the pool's threads that exist already */
 #endif
