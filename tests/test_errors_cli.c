@@ -145,4 +145,19 @@ TEST(errors_cli_png_outputs_are_named_png) {
     }
     int code = run(out, sizeof(out), "./sample --ckpt none.safetensors --out GRID.PNG");
     EXPECT(code == 1 && strstr(out, "none.safetensors"), "GRID.PNG: exit %d:\n%s", code, out);
+    /* a folder the output cannot be written in is named before the work (sample found out after
+     * its steps, eval --attn-map after the forward) */
+    const char *folders[][2] = {
+        {"./sample --ckpt none.safetensors --out /nowhere/grid.png",
+         "--out /nowhere/grid.png: cannot write in /nowhere: No such file or directory"},
+        {"./sample --ckpt none.safetensors --out x.png --jsd /nowhere/jsd.csv",
+         "--jsd /nowhere/jsd.csv: cannot write in /nowhere: No such file or directory"},
+        {"./eval --ckpt none.safetensors --image none.png --attn-map Makefile/map.png",
+         "--attn-map Makefile/map.png: cannot write in Makefile: Not a directory"},
+    };
+    for (size_t i = 0; i < sizeof(folders) / sizeof(folders[0]); i++) {
+        code = run(out, sizeof(out), "%s", folders[i][0]);
+        EXPECT(code == 1 && strstr(out, folders[i][1]) && !strstr(out, "none.safetensors:"),
+               "%s: exit %d:\n%s", folders[i][0], code, out);
+    }
 }

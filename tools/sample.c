@@ -294,7 +294,7 @@ int main(int argc, char **argv) {
         TEXT_FLAG("--switch-ratios", &ratios_arg),
         TEXT_FLAG("--switch-distance", &distance),
         INT_FLAG("--switch-calibrate", &calibrate, 1),
-        TEXT_FLAG("--jsd", &jsd_path),
+        OUTPUT_FLAG("--jsd", &jsd_path),
         INT_FLAG("--jsd-pairs", &jsd_pairs, 1),
         TEXT_FLAG("--judge", &jg.path),
         TEXT_FLAG("--judge-real", &jg.real_dir),

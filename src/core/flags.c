@@ -1,8 +1,11 @@
 #include "flags.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* *out = the integer in [lo, hi] at *p, which ends just before `stop`; *p moves past the stop */
 static bool take_int(const char **p, char stop, int lo, int hi, int *out) {
@@ -30,6 +33,30 @@ bool flag_ints(const char *text, int n, int lo, int *out) {
     return true;
 }
 
+int flag_output_file(const char *flag, const char *value, void *to) {
+    char folder[4096];
+    snprintf(folder, sizeof(folder), "%s", value);
+    char *slash = strrchr(folder, '/');
+    if (!slash)
+        snprintf(folder, sizeof(folder), ".");
+    else if (slash == folder)
+        slash[1] = 0; /* (the root) */
+    else
+        *slash = 0;
+    struct stat st;
+    int why = stat(folder, &st) != 0      ? errno
+              : !S_ISDIR(st.st_mode)      ? ENOTDIR
+              : access(folder, W_OK) != 0 ? errno
+                                          : 0;
+    if (why) {
+        fprintf(stderr, "error: %s %s: cannot write in %s: %s\n", flag, value, folder,
+                strerror(why));
+        return 1;
+    }
+    *(const char **)to = value;
+    return 0;
+}
+
 int flag_png_name(const char *flag, const char *value, void *to) {
     size_t len = strlen(value);
     if (len < 5 || value[len - 5] == '/' || strcasecmp(value + len - 4, ".png")) {
@@ -37,8 +64,7 @@ int flag_png_name(const char *flag, const char *value, void *to) {
                 value);
         return 2;
     }
-    *(const char **)to = value;
-    return 0;
+    return flag_output_file(flag, value, to);
 }
 
 static const tool_flag *find(const tool_flag *flags, const char *name) {

@@ -28,7 +28,10 @@ typedef struct tool_flag {
     {.name = (flag), .kind = FLAG_INT, .to = (to_), .lo = (least), .hi = (most)}
 #define TAKE_FLAG(flag, to_, fn) {.name = (flag), .kind = FLAG_TAKE, .to = (to_), .take = (fn)}
 #define FLAGS_END {.name = NULL}
-/* a file the tool writes as PNG: its name must end in .png (any case), not name another format */
+/* a file the tool writes, after its work: its folder must be one the tool can write in, known
+ * before the work starts */
+#define OUTPUT_FLAG(flag, to_) TAKE_FLAG(flag, to_, flag_output_file)
+/* the same as PNG: its name must end in .png (any case), not name another format */
 #define PNG_FLAG(flag, to_) TAKE_FLAG(flag, to_, flag_png_name)
 
 /* argv[1..] by the table. --help or -h: usage on stdout, 0. A flag not in it or missing its value:
@@ -37,7 +40,10 @@ typedef struct tool_flag {
  * TAKE's non-zero status: that. -1 when every argument was read. */
 int flags_read(int argc, char **argv, const tool_flag *flags, void (*usage)(FILE *));
 
-/* PNG_FLAG's reader: *(const char **)to = value, or 2 after "error: FLAG VALUE: ..." */
+/* OUTPUT_FLAG's reader: *(const char **)to = value, or 1 after "error: FLAG VALUE: cannot write in
+ * FOLDER: REASON" */
+int flag_output_file(const char *flag, const char *value, void *to);
+/* PNG_FLAG's: the same, or 2 after "error: FLAG VALUE: the file is written as PNG; ..." */
 int flag_png_name(const char *flag, const char *value, void *to);
 
 /* text as n comma-separated integers in [lo, 1e9] ("64,64,64", "3,5"), each read whole */
