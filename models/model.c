@@ -104,8 +104,12 @@ static const char *shape_text(char *buf, size_t len, int ndim, const int64_t *sh
     return buf;
 }
 
-bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len) {
+/* model_load_state, but the parameters named keep... (NULL: none) that the file lacks or holds in
+ * another shape keep their values, each listed in *kept (their names, comma-separated) */
+static bool load_state(model *m, const st_file *f, const char *prefix, const char *keep, char *kept,
+                       size_t kept_len, char *report, size_t len) {
     report[0] = 0;
+    if (kept) kept[0] = 0;
     size_t plen = strlen(prefix);
     int problems = 0;
     for (int i = 0; i < m->ps.n; i++) {
@@ -113,13 +117,17 @@ bool model_load_state(model *m, const st_file *f, const char *prefix, char *repo
         char key[512];
         snprintf(key, sizeof(key), "%s%s", prefix, t->name);
         const st_entry *e = st_find(f, key);
+        bool same = e && e->ndim == t->ndim && e->numel == t->numel;
+        for (int d = 0; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
+        if (!same && keep && !strncmp(t->name, keep, strlen(keep))) {
+            report_add(kept, kept_len, "%s%s", kept[0] ? ", " : "", t->name);
+            continue;
+        }
         if (!e) {
             report_add(report, len, "  missing: %s%s\n", key, "");
             problems++;
             continue;
         }
-        bool same = e->ndim == t->ndim && e->numel == t->numel;
-        for (int d = 0; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
         if (!same) {
             int64_t want[TENSOR_MAX_DIMS];
             for (int d = 0; d < t->ndim; d++) want[d] = t->shape[d];
@@ -149,6 +157,18 @@ bool model_load_state(model *m, const st_file *f, const char *prefix, char *repo
         }
     }
     return problems == 0;
+}
+
+bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len) {
+    return load_state(m, f, prefix, NULL, NULL, 0, report, len);
+}
+
+bool model_load_backbone(model *m, const st_file *f, char *kept, size_t kept_len, char *report,
+                         size_t len) {
+    /* a classifier's head ("head.weight", "head.bias" in every backbone) is as wide as its
+     * classes; a diffusion model's class embedding is its conditioning, not a head to replace */
+    return load_state(m, f, "", model_is_diffusion(&m->cfg) ? NULL : "head.", kept, kept_len,
+                      report, len);
 }
 
 tensor *model_classify(const nn_linear *head, tensor *pooled, const forward_opts *o) {

@@ -106,6 +106,11 @@ void model_free(model *m);
  * Every missing, unexpected (under prefix) or mis-shaped tensor is listed in report, one per line;
  * returns false if there was any. */
 bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len);
+/* The same without a prefix, for a fine-tuning's start: a classifier whose head the file lacks or
+ * holds for other classes keeps the head's initial values, their names in kept (comma-separated;
+ * empty where every tensor loaded). */
+bool model_load_backbone(model *m, const st_file *f, char *kept, size_t kept_len, char *report,
+                         size_t len);
 
 /* MACs of one forward of one image at the configured size (fvcore-style, see op_macs). */
 double model_macs(model *m);

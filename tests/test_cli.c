@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../src/core/safetensors.h"
 #include "shell.h"
 #include "test.h"
 #include "tiny_run.h"
@@ -387,25 +388,28 @@ TEST(cli_bad_data_and_checkpoints) {
 TEST(cli_ctrl_c_saves_a_resumable_checkpoint) {
     setup();
     char out[16384];
-    /* a run far too long to finish: SIGINT after 2 s must save last.safetensors and exit 130 */
-    int code = run(out, sizeof(out),
-                   "timeout --preserve-status -s INT 2 ./train --config %s --out %s/runs --set run.name=interrupted "
-                   "--set train.epochs=100000 --quiet",
-                   config_path(), work);
-    EXPECT(code == 130 && strstr(out, "interrupted at step"), "exit %d:\n%s", code, out);
-    code = run(out, sizeof(out), "./train --resume %s/runs/interrupted/last.safetensors --set train.epochs=1 --quiet", work);
-    EXPECT(code == 0, "resuming the interrupted run exited %d:\n%s", code, out);
-    /* and SIGTERM, a batch scheduler's warning before its time limit (it ended the process with
-     * the steps since the last checkpoint): the same, exit 143 */
-    code = run(out, sizeof(out),
-               "timeout --preserve-status -s TERM 2 ./train --config %s --out %s/runs --set "
-               "run.name=terminated --set train.epochs=100000 --quiet",
-               config_path(), work);
-    EXPECT(code == 143 && strstr(out, "interrupted at step"), "exit %d:\n%s", code, out);
-    code = run(out, sizeof(out),
-               "./train --resume %s/runs/terminated/last.safetensors --set train.epochs=1 --quiet",
-               work);
-    EXPECT(code == 0, "resuming the terminated run exited %d:\n%s", code, out);
+    /* a run far too long to finish, signalled once it logs its first step: SIGINT (Ctrl-C) and
+     * SIGTERM (kill's, a batch scheduler's before its time limit, which ended the process with the
+     * steps since the last checkpoint) save last.safetensors and exit 128 + the signal */
+    const struct {
+        const char *signal, *run;
+        int code;
+    } cases[] = {{"INT", "interrupted", 130}, {"TERM", "terminated", 143}};
+    for (int i = 0; i < 2; i++) {
+        const char *name = cases[i].run;
+        int code = run(out, sizeof(out),
+                       "./train --config %s --out %s/runs --set run.name=%s --set "
+                       "train.epochs=100000 --quiet & pid=$!; i=0; until grep -qs '\"type\": "
+                       "\"step\"' %s/runs/%s/metrics.jsonl || [ $i -ge 600 ]; do sleep 0.05; "
+                       "i=$((i + 1)); done; kill -%s $pid; wait $pid",
+                       config_path(), work, name, work, name, cases[i].signal);
+        EXPECT(code == cases[i].code && strstr(out, "interrupted at step"), "SIG%s: exit %d:\n%s",
+               cases[i].signal, code, out);
+        code = run(out, sizeof(out),
+                   "./train --resume %s/runs/%s/last.safetensors --set train.epochs=1 --quiet",
+                   work, name);
+        EXPECT(code == 0, "resuming the %s run exited %d:\n%s", name, code, out);
+    }
 }
 
 /* the number of lines of a file containing needle */
@@ -527,4 +531,85 @@ TEST(cli_ab_benches_two_revisions_in_turn) {
     code = run(out, sizeof(out), "tools/ab.sh HEAD -- --model nosuch --iters 1");
     EXPECT(code == 2 && strstr(out, "tools/ab.sh: bench --model nosuch --iters 1:") &&
                strstr(out, "unknown model \"nosuch\""), "exit %d:\n%s", code, out);
+}
+
+/* the parameters of a (no "optim." or "ema." name) against b's tensors named prefix + the same
+ * name, bit for bit: how many are equal, how many differ */
+static void compare_parameters(const st_file *a, const st_file *b, const char *prefix, int *equal,
+                               int *differ) {
+    *equal = *differ = 0;
+    for (int i = 0; i < a->n; i++) {
+        const st_entry *ea = &a->entries[i];
+        if (!strncmp(ea->name, "optim.", 6) || !strncmp(ea->name, "ema.", 4)) continue;
+        char name[300];
+        snprintf(name, sizeof(name), "%s%s", prefix, ea->name);
+        const st_entry *eb = st_find(b, name);
+        bool same = eb && eb->nbytes == ea->nbytes && !memcmp(ea->data, eb->data, ea->nbytes);
+        ++*(same ? equal : differ);
+    }
+}
+
+/* train.init: a run on other classes starts from a checkpoint's parameters, its head afresh */
+TEST(cli_fine_tuning_starts_from_a_checkpoint) {
+    setup();
+    char out[16384];
+    int code = run(out, sizeof(out),
+                   "./train --config %s --out %s/runs --set run.name=base --set "
+                   "run.stop_after_steps=2 --quiet && mkdir -p %s/two/train && cp -r %s/train/c0 "
+                   "%s/train/c1 %s/two/train",
+                   config_path(), work, work, work, work, work);
+    EXPECT(code == 0, "exit %d:\n%s", code, out);
+    /* at lr 0 the fine-tuned run's weights (and their EMA) stay the checkpoint's, bit for bit */
+    const char *still = "--set train.lr=0 --set train.warmup_lr=0 --set train.min_lr=0 --set "
+                        "run.stop_after_steps=1 --set data.val= --quiet";
+    code =
+        run(out, sizeof(out),
+            "./train --config %s --out %s/runs --set run.name=tuned --set data.train=%s/two/train "
+            "--set model.num_classes=2 --set train.init=%s/runs/base/last.safetensors %s",
+            config_path(), work, work, work, still);
+    EXPECT(code == 0 && strstr(out, "note: train.init: head.weight, head.bias start from their "
+                                    "initial values (the checkpoint has no head for 2 classes)"),
+           "exit %d:\n%s", code, out);
+    char path[600], err[512];
+    st_file base, tuned;
+    snprintf(path, sizeof(path), "%s/runs/base/last.safetensors", work);
+    bool ok = st_read(&base, path, err, sizeof(err));
+    snprintf(path, sizeof(path), "%s/runs/tuned/last.safetensors", work);
+    ok = ok && st_read(&tuned, path, err, sizeof(err));
+    EXPECT(ok, "%s", err);
+    if (!ok) return;
+    /* all but head.weight and head.bias equal the checkpoint's parameters, and so does the EMA,
+     * which starts from them */
+    int equal, differ, ema_equal, ema_differ;
+    compare_parameters(&base, &tuned, "", &equal, &differ);
+    compare_parameters(&base, &tuned, "ema.", &ema_equal, &ema_differ);
+    const st_entry *head = st_find(&tuned, "head.weight");
+    EXPECT(head && head->shape[0] == 2 && differ == 2 && equal > 20 && ema_differ == 2 &&
+               ema_equal == equal,
+           "head %lld wide; parameters: %d equal the checkpoint's, %d differ; EMA: %d, %d",
+           head ? (long long)head->shape[0] : -1, equal, differ, ema_equal, ema_differ);
+    st_close(&base);
+    st_close(&tuned);
+    /* the same classes: every tensor loads, no note */
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=same --set "
+               "train.init=%s/runs/base/last.safetensors %s",
+               config_path(), work, work, still);
+    EXPECT(code == 0 && !strstr(out, "note: train.init"), "exit %d:\n%s", code, out);
+    /* another width is no fine-tuning of this checkpoint: each tensor named */
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=wide --set model.embed_dim=[32] "
+               "--set train.init=%s/runs/base/last.safetensors --quiet",
+               config_path(), work, work);
+    EXPECT(code == 1 && strstr(out, "error: train.init: ") &&
+               strstr(out, "base/last.safetensors does not match the model:\n  wrong shape: "
+                           "cls_token is (1, 1, 16), the model has (1, 1, 32)"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=none --set "
+               "train.init=%s/none.safetensors --quiet",
+               config_path(), work, work);
+    EXPECT(code == 1 && strstr(out, "error: train.init: ") &&
+               strstr(out, "none.safetensors: No such file or directory"),
+           "exit %d:\n%s", code, out);
 }

@@ -188,23 +188,43 @@ static bool read_state(const st_file *f, const char *path, train_state *st, int6
     return ok;
 }
 
-bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt, float *ema,
-                        train_state *st, char *err, size_t err_len) {
-    char report[4096];
-    /* the parameters are the unprefixed names: optimizer and EMA tensors are not "unexpected" */
-    st_file params_only = *f;
-    st_entry *kept = xcalloc((size_t)f->n + 1, sizeof(st_entry));
-    int n = 0;
+/* f's parameters alone, the unprefixed names: its optimizer and EMA tensors are not "unexpected"
+ * (free the view's entries after) */
+static st_file parameters_view(const st_file *f) {
+    st_file view = *f;
+    view.entries = xcalloc((size_t)f->n + 1, sizeof(st_entry));
+    view.n = 0;
     for (int i = 0; i < f->n; i++) {
         const char *name = f->entries[i].name;
         if (strncmp(name, OPT_M, strlen(OPT_M)) && strncmp(name, OPT_V, strlen(OPT_V)) &&
             strncmp(name, EMA, strlen(EMA)))
-            kept[n++] = f->entries[i];
+            view.entries[view.n++] = f->entries[i];
     }
-    params_only.entries = kept;
-    params_only.n = n;
-    bool ok = model_load_state(m, &params_only, "", report, sizeof(report));
-    free(kept);
+    return view;
+}
+
+bool checkpoint_init_weights(const char *path, model *m, char *kept, size_t kept_len, char *err,
+                             size_t err_len) {
+    st_file f;
+    char inner[1024], report[4096];
+    if (!st_read(&f, path, inner, sizeof(inner))) {
+        snprintf(err, err_len, "%s", inner);
+        return false;
+    }
+    st_file params = parameters_view(&f);
+    bool ok = model_load_backbone(m, &params, kept, kept_len, report, sizeof(report));
+    free(params.entries);
+    st_close(&f);
+    if (!ok) snprintf(err, err_len, "%s does not match the model:\n%s", path, report);
+    return ok;
+}
+
+bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt, float *ema,
+                        train_state *st, char *err, size_t err_len) {
+    char report[4096];
+    st_file params = parameters_view(f);
+    bool ok = model_load_state(m, &params, "", report, sizeof(report));
+    free(params.entries);
     if (!ok) {
         snprintf(err, err_len, "%s: the checkpoint does not match the model:\n%s", path, report);
         return false;

@@ -49,6 +49,7 @@ typedef struct train_config {
     precision prec; /* train.precision: of the GEMMs (core/precision.h) */
     const char *device; /* train.device: cpu, cuda or cuda:N (ops/backend.h) */
     const char *train_dir, *val_dir, *run_name, *out;
+    const char *init; /* a checkpoint whose parameters start a new run ("": the seed's) */
 } train_config;
 
 static const char *const task_names[] = {"classify", "diffusion", NULL};
@@ -93,6 +94,7 @@ static void train_config_read(train_config *t, config *c, const model_config *mc
     t->workers = config_int(c, "data.workers", 2, 1, 64);
     precision_parse(config_str(c, "train.precision", "fp32", precision_names), &t->prec);
     t->device = config_str(c, "train.device", "cpu", NULL); /* checked where it is selected */
+    t->init = config_str(c, "train.init", "", NULL);        /* read where the model is made */
     t->epochs = config_int(c, "train.epochs", 300, 1, 100000);
     t->cooldown_epochs = config_int(c, "train.cooldown_epochs", 0, 0, 100000);
     t->warmup_epochs = config_int(c, "train.warmup_epochs", 20, 0, 100000);
@@ -493,6 +495,22 @@ static void share_start(run *r) {
 
 /* what each rank prepares alone before the first step (rank 0 also its run directory); false after
  * printing the error */
+/* train.init: a fine-tuning starts from another run's (or an official, converted) checkpoint's
+ * parameters; a head for other classes starts afresh. (A resumed run has its own.) */
+static bool init_weights(run *r) {
+    char kept[256], err[4608];
+    if (!checkpoint_init_weights(r->t.init, r->m, kept, sizeof(kept), err, sizeof(err))) {
+        fprintf(stderr, "error: train.init: %s\n", err);
+        return false;
+    }
+    if (r->lead && kept[0])
+        fprintf(stderr,
+                "note: train.init: %s start from their initial values (the checkpoint has no "
+                "head for %d classes)\n",
+                kept, r->mc.num_classes);
+    return true;
+}
+
 static bool run_prepare(run *r, config *c, const train_options *o) {
     read_all(c, &r->mc, &r->ac, &r->t);
     const train_config *t = &r->t;
@@ -517,6 +535,7 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
     if (!open_datasets(r)) return false;
     r->m = model_create(&r->mc, t->seed);
     adamw_init(&r->opt, &r->m->ps, t->weight_decay, t->beta1, t->beta2, t->eps);
+    if (!o->resume && t->init[0] && !init_weights(r)) return false; /* (before the EMA's copy) */
     size_t param_bytes = sizeof(float) * (size_t)r->m->ps.span;
     const memory_ops *mem = r->m->ps.mem;
     if (t->ema) {
