@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../src/core/config.h"
 #include "../src/data/augment.h"
 #include "../src/data/data.h"
 #include "../src/data/randaugment.h"
@@ -267,6 +268,14 @@ TEST(randaugment_ops_on_known_inputs) {
     for (int i = 0; i < 6; i++)
         EXPECT(!randaugment_parse(&ra, out_of_range[i]), "%s accepted", out_of_range[i]);
     EXPECT(randaugment_parse(&ra, "rand-n16-m9-inc1") && ra.num_ops == 16, "n16");
+    /* timm's spec without inc1 is a spec, of an op set not implemented: the error says which */
+    config spec;
+    config_init(&spec);
+    config_merge_text(&spec, "{\"aug\": {\"randaugment\": \"rand-n2-m9-mstd0.5\"}}", "x.json");
+    augment_config ac;
+    EXPECT_ERROR(augment_config_read(&ac, &spec),
+                 "aug.randaugment: \"rand-n2-m9-mstd0.5\": only timm's increasing op set (inc1)");
+    config_free(&spec);
     unsigned char a[8] = {0, 10, 100, 127, 128, 200, 250, 255}, s[8];
     image img = {a, 8, 1, 1}, scratch = {s, 8, 1, 1};
     randaugment_op(RA_INVERT, 5, false, &img, &scratch);
