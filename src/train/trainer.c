@@ -441,6 +441,15 @@ static bool open_run_dir(run *r, const train_options *o) {
         fprintf(stderr, "error: cannot create run directory %s: %s\n", dir, strerror(errno));
         return false;
     }
+    /* starting over: the other run's best must not pass for this one's (a run without a validation
+     * set writes none) */
+    for (int i = 0; !resumed && o->overwrite && i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s.safetensors", dir, i ? "best" : "last");
+        if (unlink(path) != 0 && errno != ENOENT) {
+            fprintf(stderr, "error: --overwrite: cannot remove %s: %s\n", path, strerror(errno));
+            return false;
+        }
+    }
     snprintf(path, sizeof(path), "%s/config.json", dir);
     FILE *cf = fopen(path, "w");
     if (!cf) {
