@@ -399,11 +399,9 @@ static bool metrics_written(run *r) {
     return false;
 }
 
-/* checkpoints/<run.name>/ with config.json and metrics.jsonl; a resumed run first cuts the metrics
- * logged after its checkpoint, which it is about to log again */
-/* The checkpoint of another run that dir holds (its last, else its best), which this run would
- * write over: a run started without --resume, or resumed from a checkpoint kept elsewhere; false
- * where there is none. */
+/* Whether dir holds a checkpoint of another run (its path, the last's or else the best's, in path),
+ * which this run would write over: a run started without --resume, or resumed from a checkpoint
+ * kept elsewhere. */
 static bool holds_other_run(const char *dir, const char *resume, char *path, size_t len) {
     const char *names[] = {"last.safetensors", "best.safetensors"};
     for (int i = 0; i < 2; i++) {
@@ -425,6 +423,8 @@ static bool holds_other_run(const char *dir, const char *resume, char *path, siz
     return false;
 }
 
+/* checkpoints/<run.name>/ with config.json and metrics.jsonl; a resumed run first cuts the metrics
+ * logged after its checkpoint, which it is about to log again */
 static bool open_run_dir(run *r, const train_options *o) {
     char dir[1024], path[1200];
     bool resumed = o->resume != NULL;
@@ -502,8 +502,6 @@ static void share_start(run *r) {
     dist_broadcast(&r->st, sizeof(r->st), 0);
 }
 
-/* what each rank prepares alone before the first step (rank 0 also its run directory); false after
- * printing the error */
 /* train.init: a fine-tuning starts from another run's (or an official, converted) checkpoint's
  * parameters; a head for other classes starts afresh. (A resumed run has its own.) */
 static bool init_weights(run *r) {
@@ -520,6 +518,8 @@ static bool init_weights(run *r) {
     return true;
 }
 
+/* what each rank prepares alone before the first step (rank 0 also its run directory); false after
+ * printing the error */
 static bool run_prepare(run *r, config *c, const train_options *o) {
     read_all(c, &r->mc, &r->ac, &r->t);
     const train_config *t = &r->t;
