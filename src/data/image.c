@@ -16,11 +16,12 @@ unsigned char *image_load(const char *path, int channels, int *w, int *h, char *
     unsigned char *px = stbi_load(path, w, h, &n, channels);
     if (!px) { /* stb_image says "can't fopen" for a file it cannot open: the system says why */
         FILE *f = fopen(path, "rb");
-        if (f)
-            snprintf(err, err_len, "%s: cannot decode (%s)", path, stbi_failure_reason());
-        else
+        if (!f) {
             snprintf(err, err_len, "%s: %s", path, strerror(errno));
-        if (f) fclose(f);
+            return NULL;
+        }
+        fclose(f);
+        snprintf(err, err_len, "%s: cannot decode (%s)", path, stbi_failure_reason());
         return NULL;
     }
     return px;
