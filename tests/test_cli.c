@@ -333,6 +333,13 @@ TEST(cli_bad_data_and_checkpoints) {
     EXPECT(code == 1 && strstr(out, "cut.safetensors"), "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./eval --ckpt %s/none.safetensors", work);
     EXPECT(code == 1 && strstr(out, "none.safetensors: No such file"), "exit %d:\n%s", code, out);
+    /* an official checkpoint as torch.save writes it (a zip) is told how to convert it */
+    code = run(out, sizeof(out),
+               "printf 'PK\\003\\004%%060d' 0 > %s/official.pth && ./eval --ckpt %s/official.pth",
+               work, work);
+    EXPECT(code == 1 && strstr(out, "official.pth: header length") &&
+               strstr(out, "(a PyTorch file: convert it with tools/convert_pth.py"),
+           "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./eval --ckpt %s", work);
     EXPECT(code == 1 && strstr(out, "is a directory, not a file"), "eval --ckpt DIR: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train --resume %s", cut);

@@ -65,8 +65,24 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
     return ok;
 }
 
+/* st_read, whose error adds, for a file torch.save wrote (a zip, or a pickle), how to convert it */
+static bool read_checkpoint(st_file *f, const char *path, char *err, size_t err_len) {
+    if (st_read(f, path, err, err_len)) return true;
+    unsigned char magic[4] = {0};
+    FILE *file = fopen(path, "rb");
+    size_t got = file ? fread(magic, 1, sizeof(magic), file) : 0;
+    if (file) fclose(file);
+    bool zip = got == 4 && !memcmp(magic, "PK\x03\x04", 4), pickle = got >= 1 && magic[0] == 0x80;
+    size_t used = strlen(err);
+    if ((zip || pickle) && used < err_len)
+        snprintf(err + used, err_len - used,
+                 " (a PyTorch file: convert it with tools/convert_pth.py PTH OUT.safetensors "
+                 "--model NAME)");
+    return false;
+}
+
 bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err, size_t err_len) {
-    if (!st_read(f, path, err, err_len)) return false;
+    if (!read_checkpoint(f, path, err, err_len)) return false;
     const char *cfg = st_meta(f, "config");
     if (!cfg) {
         snprintf(err, err_len, "%s: no \"config\" in the header metadata (not a vitc checkpoint; "
@@ -206,11 +222,8 @@ static st_file parameters_view(const st_file *f) {
 bool checkpoint_init_weights(const char *path, model *m, char *kept, size_t kept_len, char *err,
                              size_t err_len) {
     st_file f;
-    char inner[1024], report[4096];
-    if (!st_read(&f, path, inner, sizeof(inner))) {
-        snprintf(err, err_len, "%s", inner);
-        return false;
-    }
+    char report[4096];
+    if (!read_checkpoint(&f, path, err, err_len)) return false;
     st_file params = parameters_view(&f);
     bool ok = model_load_backbone(m, &params, kept, kept_len, report, sizeof(report));
     free(params.entries);
