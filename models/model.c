@@ -1,12 +1,15 @@
 /* Model construction and the backbone dispatch. */
 #include "model.h"
 
+#include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../src/core/check.h"
 #include "../src/core/memory.h"
 #include "../src/nn/layers.h"
+#include "grid_resample.h"
 
 static const backbone *const backbones[] = {&backbone_deit, &backbone_swin, &backbone_pvt,
                                             &backbone_pvt_v2, &backbone_cswin, &backbone_sit,
@@ -104,12 +107,60 @@ static const char *shape_text(char *buf, size_t len, int ndim, const int64_t *sh
     return buf;
 }
 
-/* model_load_state, but the parameters named keep... (NULL: none) that the file lacks or holds in
- * another shape keep their values, each listed in *kept (their names, comma-separated) */
-static bool load_state(model *m, const st_file *f, const char *prefix, const char *keep, char *kept,
-                       size_t kept_len, char *report, size_t len) {
+/* DeiT's pos_embed and PVT v1's pos_embedN: a square grid of cells, after DeiT's class token */
+static bool is_pos_embed(const char *name) {
+    return !strncmp(name, "pos_embed", 9) &&
+           (!name[9] || (isdigit((unsigned char)name[9]) && !name[10]));
+}
+
+static int exact_sqrt(int64_t n) {
+    int64_t r = (int64_t)sqrt((double)n);
+    while (r * r > n) r--;
+    while ((r + 1) * (r + 1) <= n) r++;
+    return r * r == n ? (int)r : -1;
+}
+
+/* t from e, a position embedding for another grid (the same leading tokens and width): its grid
+ * resized as the official fine-tuning does; false where e is no such embedding. The note says so.
+ */
+static bool resize_pos_embed(param_store *ps, tensor *t, const st_entry *e, char *note,
+                             size_t len) {
+    if (t->ndim != 3 || e->ndim != 3 || t->shape[0] != 1 || e->shape[0] != 1 ||
+        e->shape[2] != t->shape[2])
+        return false;
+    int C = t->shape[2], g1 = (int)sqrt((double)t->shape[1]);
+    while ((int64_t)(g1 + 1) * (g1 + 1) <= t->shape[1]) g1++;
+    int extra = t->shape[1] - g1 * g1, g0 = exact_sqrt(e->shape[1] - extra);
+    if (extra > 1 || g0 < 1) return false;
+    float *src = xmalloc(sizeof(float) * (size_t)e->numel),
+          *dst = xmalloc(sizeof(float) * (size_t)t->numel);
+    bool ok = st_to_f32(e, src);
+    if (ok) {
+        memcpy(dst, src, sizeof(float) * (size_t)extra * C); /* the class token's row */
+        grid_resample_bicubic(src + (size_t)extra * C, g0, dst + (size_t)extra * C, g1, C);
+        params_write(ps, t->data, dst, t->numel);
+        char line[200];
+        snprintf(line, sizeof(line), "%s resized from %dx%d to %dx%d (bicubic)", t->name, g0, g0,
+                 g1, g1);
+        report_add(note, len, "%s%s", note[0] ? "; " : "", line);
+    }
+    free(src), free(dst);
+    return ok;
+}
+
+/* model_load_state; for a fine-tuning's start (fine_tune) a classifier's head the file lacks or
+ * holds for other classes keeps its values, and a position embedding for another grid is resized,
+ * each said in note */
+static bool load_state(model *m, const st_file *f, const char *prefix, bool fine_tune, char *note,
+                       size_t note_len, char *report, size_t len) {
     report[0] = 0;
-    if (kept) kept[0] = 0;
+    if (note) note[0] = 0;
+    /* a classifier's head ("head.weight", "head.bias" in every backbone) is as wide as its
+     * classes; a diffusion model's class embedding is its conditioning, not a head to replace, and
+     * its pos_embed a fixed sin-cos table */
+    bool classifier = fine_tune && !model_is_diffusion(&m->cfg);
+    const char *head = classifier ? "head." : NULL;
+    char kept[256] = "";
     size_t plen = strlen(prefix);
     int problems = 0;
     for (int i = 0; i < m->ps.n; i++) {
@@ -119,10 +170,13 @@ static bool load_state(model *m, const st_file *f, const char *prefix, const cha
         const st_entry *e = st_find(f, key);
         bool same = e && e->ndim == t->ndim && e->numel == t->numel;
         for (int d = 0; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
-        if (!same && keep && !strncmp(t->name, keep, strlen(keep))) {
-            report_add(kept, kept_len, "%s%s", kept[0] ? ", " : "", t->name);
+        if (!same && head && !strncmp(t->name, head, strlen(head))) {
+            report_add(kept, sizeof(kept), "%s%s", kept[0] ? ", " : "", t->name);
             continue;
         }
+        if (!same && e && classifier && is_pos_embed(t->name) &&
+            resize_pos_embed(&m->ps, t, e, note, note_len))
+            continue;
         if (!e) {
             report_add(report, len, "  missing: %s%s\n", key, "");
             problems++;
@@ -156,19 +210,23 @@ static bool load_state(model *m, const st_file *f, const char *prefix, const cha
             problems++;
         }
     }
+    if (kept[0]) {
+        char line[400];
+        snprintf(line, sizeof(line),
+                 "%s start from their initial values (the file has no head for %d classes)", kept,
+                 m->cfg.num_classes);
+        report_add(note, note_len, "%s%s", note[0] ? "; " : "", line);
+    }
     return problems == 0;
 }
 
 bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len) {
-    return load_state(m, f, prefix, NULL, NULL, 0, report, len);
+    return load_state(m, f, prefix, false, NULL, 0, report, len);
 }
 
-bool model_load_backbone(model *m, const st_file *f, char *kept, size_t kept_len, char *report,
+bool model_load_backbone(model *m, const st_file *f, char *note, size_t note_len, char *report,
                          size_t len) {
-    /* a classifier's head ("head.weight", "head.bias" in every backbone) is as wide as its
-     * classes; a diffusion model's class embedding is its conditioning, not a head to replace */
-    return load_state(m, f, "", model_is_diffusion(&m->cfg) ? NULL : "head.", kept, kept_len,
-                      report, len);
+    return load_state(m, f, "", true, note, note_len, report, len);
 }
 
 tensor *model_classify(const nn_linear *head, tensor *pooled, const forward_opts *o) {

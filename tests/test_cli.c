@@ -583,7 +583,7 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
             "--set model.num_classes=2 --set train.init=%s/runs/base/last.safetensors %s",
             config_path(), work, work, work, still);
     EXPECT(code == 0 && strstr(out, "note: train.init: head.weight, head.bias start from their "
-                                    "initial values (the checkpoint has no head for 2 classes)"),
+                                    "initial values (the file has no head for 2 classes)"),
            "exit %d:\n%s", code, out);
     char path[600], err[512];
     st_file base, tuned;
@@ -612,6 +612,25 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
                "train.init=%s/runs/base/last.safetensors %s",
                config_path(), work, work, still);
     EXPECT(code == 0 && !strstr(out, "note: train.init"), "exit %d:\n%s", code, out);
+    /* another input size (16 -> 24 pixels, 4x4 -> 6x6 patches): pos_embed's grid is resized, as the
+     * official fine-tuning does (the resize itself: parity_pos_embed_resize_with_pytorch_bicubic);
+     * Agent attention's biases over the grid are not: refused, each named */
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=native --set model.attn=native "
+               "%s && ./train --config %s --out %s/runs --set run.name=larger --set "
+               "model.attn=native --set model.img_size=24 --set "
+               "train.init=%s/runs/native/last.safetensors %s",
+               config_path(), work, still, config_path(), work, work, still);
+    EXPECT(code == 0 &&
+               strstr(out, "note: train.init: pos_embed resized from 4x4 to 6x6 (bicubic)"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=larger_agent --set "
+               "model.img_size=24 --set train.init=%s/runs/base/last.safetensors %s",
+               config_path(), work, work, still);
+    EXPECT(code == 1 && strstr(out, "wrong shape: blocks.0.attn.ah_bias is (1, 2, 4, 4, 1), the "
+                                    "model has (1, 2, 4, 6, 1)"),
+           "exit %d:\n%s", code, out);
     /* another width is no fine-tuning of this checkpoint: each tensor named */
     code = run(out, sizeof(out),
                "./train --config %s --out %s/runs --set run.name=wide --set model.embed_dim=[32] "

@@ -4,6 +4,7 @@
  * names and shapes equal the reference's (the official state_dict keys). */
 #include <dirent.h>
 
+#include "../models/grid_resample.h"
 #include "../models/model.h"
 #include "model_check.h"
 #include "test.h"
@@ -79,4 +80,35 @@ TEST(parity_with_pytorch_reference) {
         check_fixture(path);
         free(names[i]);
     }
+}
+
+/* a position embedding's grid resized for another input size (train.init) as PyTorch's bicubic
+ * F.interpolate, which the official fine-tuning uses: up (5x5 -> 8x8) and down (5x5 -> 3x3) */
+TEST(parity_pos_embed_resize_with_pytorch_bicubic) {
+    const char *path = "tests/fixtures/pos_embed_resize.safetensors";
+    char err[512];
+    st_file f;
+    if (!st_read(&f, path, err, sizeof(err))) {
+        test_fail(__FILE__, __LINE__, "%s (make parity writes it)", err);
+        return;
+    }
+    tensor *grid = fixture_tensor(&f, path, "grid");
+    const struct {
+        const char *name;
+        int size;
+    } cases[] = {{"up8", 8}, {"down3", 3}};
+    for (int i = 0; i < 2; i++) {
+        tensor *want = fixture_tensor(&f, path, cases[i].name);
+        int g1 = cases[i].size, C = grid->shape[1];
+        float *got = xmalloc(sizeof(float) * (size_t)g1 * g1 * C);
+        grid_resample_bicubic(grid->data, 5, got, g1, C);
+        double worst = 0;
+        for (int64_t j = 0; j < want->numel; j++) worst = fmax(worst, fabs(got[j] - want->data[j]));
+        EXPECT(want->numel == (int64_t)g1 * g1 * C && worst < 1e-5, "%s: off by %.2e",
+               cases[i].name, worst);
+        free(got);
+    }
+    st_close(&f);
+    tape_reset();
+    arena_reset(&vitc_arena);
 }

@@ -219,13 +219,13 @@ static st_file parameters_view(const st_file *f) {
     return view;
 }
 
-bool checkpoint_init_weights(const char *path, model *m, char *kept, size_t kept_len, char *err,
+bool checkpoint_init_weights(const char *path, model *m, char *note, size_t note_len, char *err,
                              size_t err_len) {
     st_file f;
     char report[4096];
     if (!read_checkpoint(&f, path, err, err_len)) return false;
     st_file params = parameters_view(&f);
-    bool ok = model_load_backbone(m, &params, kept, kept_len, report, sizeof(report));
+    bool ok = model_load_backbone(m, &params, note, note_len, report, sizeof(report));
     free(params.entries);
     st_close(&f);
     if (!ok) snprintf(err, err_len, "%s does not match the model:\n%s", path, report);

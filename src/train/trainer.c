@@ -505,16 +505,12 @@ static void share_start(run *r) {
 /* train.init: a fine-tuning starts from another run's (or an official, converted) checkpoint's
  * parameters; a head for other classes starts afresh. (A resumed run has its own.) */
 static bool init_weights(run *r) {
-    char kept[256], err[4608];
-    if (!checkpoint_init_weights(r->t.init, r->m, kept, sizeof(kept), err, sizeof(err))) {
+    char note[1024], err[4608];
+    if (!checkpoint_init_weights(r->t.init, r->m, note, sizeof(note), err, sizeof(err))) {
         fprintf(stderr, "error: train.init: %s\n", err);
         return false;
     }
-    if (r->lead && kept[0])
-        fprintf(stderr,
-                "note: train.init: %s start from their initial values (the checkpoint has no "
-                "head for %d classes)\n",
-                kept, r->mc.num_classes);
+    if (r->lead && note[0]) fprintf(stderr, "note: train.init: %s\n", note);
     return true;
 }
 
