@@ -29,16 +29,19 @@ void augment_config_read(augment_config *a, config *c) {
     a->hflip = config_float(c, "aug.hflip", 0.5, 0, 1);
     const char *ra = config_str(c, "aug.randaugment", "rand-m9-mstd0.5-inc1", NULL);
     randaugment check;
-    char with_inc[160];
-    snprintf(with_inc, sizeof(with_inc), "%s-inc1", ra);
-    if (ra[0] && !randaugment_parse(&check, ra) && randaugment_parse(&check, with_inc))
+    if (ra[0] && !randaugment_parse(&check, ra)) {
+        char with_inc[160]; /* a timm spec of the other op set is one "-inc1" away */
+        snprintf(with_inc, sizeof(with_inc), "%s-inc1", ra);
+        if (randaugment_parse(&check, with_inc))
+            config_error("aug.randaugment",
+                         "\"%s\": only timm's increasing op set (inc1), what the official "
+                         "recipes use, is implemented",
+                         ra);
         config_error("aug.randaugment",
-                     "\"%s\": only timm's increasing op set (inc1), what the official "
-                     "recipes use, is implemented",
-                     ra);
-    if (ra[0] && !randaugment_parse(&check, ra))
-        config_error("aug.randaugment", "\"%s\" is not a RandAugment spec like rand-m9-mstd0.5-inc1 "
-                     "(n at most %d; \"\" turns it off)", ra, RA_MAX_OPS);
+                     "\"%s\" is not a RandAugment spec like rand-m9-mstd0.5-inc1 (n at most %d; "
+                     "\"\" turns it off)",
+                     ra, RA_MAX_OPS);
+    }
     snprintf(a->randaugment, sizeof(a->randaugment), "%s", ra);
     a->color_jitter = config_float(c, "aug.color_jitter", 0.4, 0, 1);
     a->reprob = config_float(c, "aug.reprob", 0.25, 0, 1);
