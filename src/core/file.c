@@ -41,3 +41,14 @@ char *file_read_whole(const char *path, size_t max_size, size_t *size, char *err
     *size = got;
     return bytes;
 }
+
+void file_folder(const char *path, char *folder, size_t len) {
+    snprintf(folder, len, "%s", path);
+    char *slash = strrchr(folder, '/');
+    if (!slash)
+        snprintf(folder, len, ".");
+    else if (slash == folder)
+        slash[1] = 0;
+    else
+        *slash = 0;
+}

@@ -6,3 +6,6 @@
  * max_size; free() them. NULL when it cannot be read, with err = "PATH: WHY" (no such file, a
  * directory, too large, ...). */
 char *file_read_whole(const char *path, size_t max_size, size_t *size, char *err, size_t err_len);
+
+/* The folder part of path into folder: "." for a bare name, "/" for a file at the root. */
+void file_folder(const char *path, char *folder, size_t len);

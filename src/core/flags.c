@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file.h"
+
 /* *out = the integer in [lo, hi] at *p, which ends just before `stop`; *p moves past the stop */
 static bool take_int(const char **p, char stop, int lo, int hi, int *out) {
     char *end;
@@ -35,14 +37,7 @@ bool flag_ints(const char *text, int n, int lo, int *out) {
 
 int flag_output_file(const char *flag, const char *value, void *to) {
     char folder[4096];
-    snprintf(folder, sizeof(folder), "%s", value);
-    char *slash = strrchr(folder, '/');
-    if (!slash)
-        snprintf(folder, sizeof(folder), ".");
-    else if (slash == folder)
-        slash[1] = 0; /* (the root) */
-    else
-        *slash = 0;
+    file_folder(value, folder, sizeof(folder));
     struct stat st;
     int why = stat(folder, &st) != 0      ? errno
               : !S_ISDIR(st.st_mode)      ? ENOTDIR

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "../core/check.h"
+#include "../core/file.h"
 #include "data.h"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -90,10 +91,7 @@ static bool open_list(dataset *d, const char *list, char *err, size_t err_len) {
         return false;
     }
     char base[4096];
-    snprintf(base, sizeof(base), "%s", list);
-    char *slash = strrchr(base, '/');
-    if (slash) *slash = 0;
-    else snprintf(base, sizeof(base), ".");
+    file_folder(list, base, sizeof(base));
     char line[8192];
     int cap = 0, lineno = 0, max_label = -1;
     while (fgets(line, sizeof(line), f)) {

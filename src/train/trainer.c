@@ -15,6 +15,7 @@
 #include "../core/arena.h"
 #include "../core/check.h"
 #include "../core/clock.h"
+#include "../core/file.h"
 #include "../core/memory.h"
 #include "../core/precision.h"
 #include "../core/tape.h"
@@ -24,10 +25,10 @@
 #include "../ops/backend.h"
 #include "../ops/ops.h"
 #include "checkpoint.h"
+#include "ddpm.h"
 #include "grad_sync.h"
 #include "mixup.h"
 #include "optim.h"
-#include "ddpm.h"
 #include "transport.h"
 
 /* Ctrl-C, or SIGTERM (kill's, a batch scheduler's before its time limit): the step ends, the
@@ -409,12 +410,7 @@ static bool holds_other_run(const char *dir, const char *resume, char *path, siz
         if (access(path, F_OK) != 0) continue;
         if (!resume) return true;
         char from[PATH_MAX]; /* resumed from a file of this directory: the same run, going on */
-        snprintf(from, sizeof(from), "%s", resume);
-        char *slash = strrchr(from, '/');
-        if (slash)
-            *slash = 0;
-        else
-            snprintf(from, sizeof(from), ".");
+        file_folder(resume, from, sizeof(from));
         char *a = realpath(dir, NULL), *b = realpath(from, NULL);
         bool same = a && b && !strcmp(a, b);
         free(a), free(b);
