@@ -113,11 +113,11 @@ static bool is_pos_embed(const char *name) {
            (!name[9] || (isdigit((unsigned char)name[9]) && !name[10]));
 }
 
-static int exact_sqrt(int64_t n) {
+static int floor_sqrt(int64_t n) {
     int64_t r = (int64_t)sqrt((double)n);
     while (r * r > n) r--;
     while ((r + 1) * (r + 1) <= n) r++;
-    return r * r == n ? (int)r : -1;
+    return (int)r;
 }
 
 /* t from e, a position embedding for another grid (the same leading tokens and width): its grid
@@ -128,10 +128,9 @@ static bool resize_pos_embed(param_store *ps, tensor *t, const st_entry *e, char
     if (t->ndim != 3 || e->ndim != 3 || t->shape[0] != 1 || e->shape[0] != 1 ||
         e->shape[2] != t->shape[2])
         return false;
-    int C = t->shape[2], g1 = (int)sqrt((double)t->shape[1]);
-    while ((int64_t)(g1 + 1) * (g1 + 1) <= t->shape[1]) g1++;
-    int extra = t->shape[1] - g1 * g1, g0 = exact_sqrt(e->shape[1] - extra);
-    if (extra > 1 || g0 < 1) return false;
+    int C = t->shape[2], g1 = floor_sqrt(t->shape[1]), extra = t->shape[1] - g1 * g1;
+    int g0 = floor_sqrt(e->shape[1] - extra);
+    if (extra > 1 || g0 < 1 || (int64_t)g0 * g0 != e->shape[1] - extra) return false;
     float *src = xmalloc(sizeof(float) * (size_t)e->numel),
           *dst = xmalloc(sizeof(float) * (size_t)t->numel);
     bool ok = st_to_f32(e, src);

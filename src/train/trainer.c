@@ -403,10 +403,11 @@ static bool metrics_written(run *r) {
 /* Whether dir holds a checkpoint of another run (its path, the last's or else the best's, in path),
  * which this run would write over: a run started without --resume, or resumed from a checkpoint
  * kept elsewhere. */
+static const char *const run_checkpoints[] = {"last.safetensors", "best.safetensors"};
+
 static bool holds_other_run(const char *dir, const char *resume, char *path, size_t len) {
-    const char *names[] = {"last.safetensors", "best.safetensors"};
     for (int i = 0; i < 2; i++) {
-        snprintf(path, len, "%s/%s", dir, names[i]);
+        snprintf(path, len, "%s/%s", dir, run_checkpoints[i]);
         if (access(path, F_OK) != 0) continue;
         if (!resume) return true;
         char from[PATH_MAX]; /* resumed from a file of this directory: the same run, going on */
@@ -440,7 +441,7 @@ static bool open_run_dir(run *r, const train_options *o) {
     /* starting over: the other run's best must not pass for this one's (a run without a validation
      * set writes none) */
     for (int i = 0; !resumed && o->overwrite && i < 2; i++) {
-        snprintf(path, sizeof(path), "%s/%s.safetensors", dir, i ? "best" : "last");
+        snprintf(path, sizeof(path), "%s/%s", dir, run_checkpoints[i]);
         if (unlink(path) != 0 && errno != ENOENT) {
             fprintf(stderr, "error: --overwrite: cannot remove %s: %s\n", path, strerror(errno));
             return false;
