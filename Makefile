@@ -223,7 +223,7 @@ plots: check-deps
 parity: check-deps $(BUILD)/test_runner
 	$(PYTHON) tools/ref/make_parity.py configs/tiny tests/fixtures/parity
 	$(PYTHON) tools/ref/make_train_parity.py tests/fixtures/train_parity.safetensors
-	$(PYTHON) tools/ref/make_resize_parity.py tests/fixtures/pos_embed_resize.safetensors
+	$(PYTHON) tools/ref/make_grid_resize_parity.py tests/fixtures/grid_resize.safetensors
 	$(BUILD)/test_runner parity
 
 # libFuzzer runs of the checkpoint and config loaders (clang), FUZZ_SECONDS each. The sanitizers'

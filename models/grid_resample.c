@@ -1,7 +1,9 @@
 #include "grid_resample.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../src/core/check.h"
 
@@ -44,4 +46,100 @@ void grid_resample_bicubic(const float *src, int g0, float *dst, int g1, int C) 
         }
     }
     free(row);
+}
+
+void line_resample_linear(const float *src, int n0, float *dst, int n1, int outer, int inner) {
+    for (int o = 0; o < n1; o++) {
+        double real = fmax(0.0, ((double)n0 / n1) * (o + 0.5) - 0.5);
+        int i0 = (int)real, i1 = i0 < n0 - 1 ? i0 + 1 : i0;
+        double t = real - i0;
+        for (int l = 0; l < outer; l++) {
+            const float *a = src + ((size_t)l * n0 + i0) * inner,
+                        *b = src + ((size_t)l * n0 + i1) * inner;
+            float *out = dst + ((size_t)l * n1 + o) * inner;
+            for (int c = 0; c < inner; c++) out[c] = (float)((1 - t) * a[c] + t * b[c]);
+        }
+    }
+}
+
+/* DeiT's pos_embed and PVT v1's pos_embedN: a square grid of cells, after DeiT's class token */
+static bool is_pos_embed(const char *name) {
+    return !strncmp(name, "pos_embed", 9) &&
+           (!name[9] || (isdigit((unsigned char)name[9]) && !name[10]));
+}
+
+static bool ends_with(const char *name, const char *suffix) {
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && !strcmp(name + n - k, suffix);
+}
+
+/* the side of a square grid of n cells after at most `most` leading cells (their count in lead);
+ * 0 where there is none */
+static int grid_side(int64_t n, int most, int *lead) {
+    int64_t g = (int64_t)sqrt((double)n);
+    while (g * g > n) g--;
+    while ((g + 1) * (g + 1) <= n) g++;
+    *lead = (int)(n - g * g);
+    return g >= 1 && *lead <= most ? (int)g : 0;
+}
+
+/* Agent attention's bias along the key grid's rows (ah), columns (aw), the query grid's rows (ha)
+ * or columns (wa): which of its 5 axes runs along the grid; -1 for any other tensor */
+static int agent_bias_axis(const char *name) {
+    static const struct {
+        const char *suffix;
+        int axis;
+    } biases[] = {{".ah_bias", 3}, {".aw_bias", 4}, {".ha_bias", 2}, {".wa_bias", 3}};
+    for (size_t i = 0; i < sizeof(biases) / sizeof(biases[0]); i++)
+        if (ends_with(name, biases[i].suffix)) return biases[i].axis;
+    return -1;
+}
+
+bool grid_resize_plan(const char *name, int ndim, const int64_t *from, const int64_t *to,
+                      grid_resize *r) {
+    int grid_axis; /* the one axis whose size may differ */
+    *r = (grid_resize){.outer = 1, .inner = 1};
+    if (ndim == 3 && (is_pos_embed(name) || ends_with(name, ".positional_encoding"))) {
+        int most = is_pos_embed(name), lead0;
+        grid_axis = 1;
+        *r = (grid_resize){"position embeddings", true, 0, 1, to[2], 0, 0};
+        r->n0 = grid_side(from[1], most, &lead0);
+        r->n1 = grid_side(to[1], most, &r->lead);
+        if (lead0 != r->lead) return false;
+    } else if (ndim == 2 && ends_with(name, ".relative_position_bias_table")) {
+        int lead0;
+        grid_axis = 0;
+        *r = (grid_resize){"relative position bias tables", true, 0, 1, to[1], 0, 0};
+        r->n0 = grid_side(from[0], 0, &lead0);
+        r->n1 = grid_side(to[0], 0, &r->lead);
+    } else if (ndim == 4 && strstr(name, "patch_embed") && ends_with(name, ".proj.weight")) {
+        if (from[2] != from[3] || to[2] != to[3] || from[0] != to[0] || from[1] != to[1])
+            return false;
+        *r = (grid_resize){
+            "patch-embedding kernels", true, 0, to[0] * to[1], 1, (int)from[2], (int)to[2]};
+        return r->n0 >= 1 && r->n1 >= 1;
+    } else if (ndim == 5 && (grid_axis = agent_bias_axis(name)) >= 0) {
+        r->what = "agent biases";
+        r->n0 = (int)from[grid_axis], r->n1 = (int)to[grid_axis];
+        for (int d = 0; d < grid_axis; d++) r->outer *= to[d];
+        for (int d = grid_axis + 1; d < ndim; d++) r->inner *= to[d];
+    } else {
+        return false;
+    }
+    for (int d = 0; d < ndim; d++)
+        if (d != grid_axis && from[d] != to[d]) return false;
+    return r->n0 >= 1 && r->n1 >= 1;
+}
+
+void grid_resize_apply(const grid_resize *r, const float *src, float *dst) {
+    size_t lead = (size_t)r->lead * (size_t)r->inner;
+    memcpy(dst, src, sizeof(float) * lead);
+    src += lead, dst += lead;
+    if (!r->bicubic) {
+        line_resample_linear(src, r->n0, dst, r->n1, (int)r->outer, (int)r->inner);
+        return;
+    }
+    size_t cells0 = (size_t)r->n0 * r->n0 * r->inner, cells1 = (size_t)r->n1 * r->n1 * r->inner;
+    for (int64_t l = 0; l < r->outer; l++)
+        grid_resample_bicubic(src + l * cells0, r->n0, dst + l * cells1, r->n1, (int)r->inner);
 }

@@ -1,8 +1,6 @@
 /* Model construction and the backbone dispatch. */
 #include "model.h"
 
-#include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,49 +105,54 @@ static const char *shape_text(char *buf, size_t len, int ndim, const int64_t *sh
     return buf;
 }
 
-/* DeiT's pos_embed and PVT v1's pos_embedN: a square grid of cells, after DeiT's class token */
-static bool is_pos_embed(const char *name) {
-    return !strncmp(name, "pos_embed", 9) &&
-           (!name[9] || (isdigit((unsigned char)name[9]) && !name[10]));
+/* the tensors of one kind resized from one size to another, for the note */
+typedef struct {
+    const char *first, *what;
+    bool bicubic;
+    int n0, n1, count;
+} resize_group;
+
+enum { MAX_RESIZE_GROUPS = 16 };
+
+static void note_resized(resize_group *groups, int *n, const char *name, const grid_resize *r) {
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(groups[i].what, r->what) && groups[i].n0 == r->n0 && groups[i].n1 == r->n1) {
+            groups[i].count++;
+            return;
+        }
+    if (*n < MAX_RESIZE_GROUPS)
+        groups[(*n)++] = (resize_group){name, r->what, r->bicubic, r->n0, r->n1, 1};
 }
 
-static int floor_sqrt(int64_t n) {
-    int64_t r = (int64_t)sqrt((double)n);
-    while (r * r > n) r--;
-    while ((r + 1) * (r + 1) <= n) r++;
-    return (int)r;
+static void write_resize_note(const resize_group *groups, int n, char *note, size_t len) {
+    for (int i = 0; i < n; i++) {
+        const resize_group *g = &groups[i];
+        char more[96] = "", from[32], to[32], line[400];
+        if (g->count > 1) snprintf(more, sizeof(more), " and %d more %s", g->count - 1, g->what);
+        snprintf(from, sizeof(from), g->bicubic ? "%dx%d" : "%d", g->n0, g->n0);
+        snprintf(to, sizeof(to), g->bicubic ? "%dx%d" : "%d", g->n1, g->n1);
+        snprintf(line, sizeof(line), "%s%s resized from %s to %s (%s)", g->first, more, from, to,
+                 g->bicubic ? "bicubic" : "linear");
+        report_add(note, len, "%s%s", note[0] ? "; " : "", line);
+    }
 }
 
-/* t from e, a position embedding for another grid (the same leading tokens and width): its grid
- * resized as the official fine-tuning does; false where e is no such embedding. The note says so.
- */
-static bool resize_pos_embed(param_store *ps, tensor *t, const st_entry *e, char *note,
-                             size_t len) {
-    if (t->ndim != 3 || e->ndim != 3 || t->shape[0] != 1 || e->shape[0] != 1 ||
-        e->shape[2] != t->shape[2])
-        return false;
-    int C = t->shape[2], g1 = floor_sqrt(t->shape[1]), extra = t->shape[1] - g1 * g1;
-    int g0 = floor_sqrt(e->shape[1] - extra);
-    if (extra > 1 || g0 < 1 || (int64_t)g0 * g0 != e->shape[1] - extra) return false;
+/* t from e, a tensor laid over another grid: resized as the official fine-tuning does */
+static bool resize_from_file(param_store *ps, tensor *t, const st_entry *e, const grid_resize *r) {
     float *src = xmalloc(sizeof(float) * (size_t)e->numel),
           *dst = xmalloc(sizeof(float) * (size_t)t->numel);
     bool ok = st_to_f32(e, src);
     if (ok) {
-        memcpy(dst, src, sizeof(float) * (size_t)extra * C); /* the class token's row */
-        grid_resample_bicubic(src + (size_t)extra * C, g0, dst + (size_t)extra * C, g1, C);
+        grid_resize_apply(r, src, dst);
         params_write(ps, t->data, dst, t->numel);
-        char line[200];
-        snprintf(line, sizeof(line), "%s resized from %dx%d to %dx%d (bicubic)", t->name, g0, g0,
-                 g1, g1);
-        report_add(note, len, "%s%s", note[0] ? "; " : "", line);
     }
     free(src), free(dst);
     return ok;
 }
 
 /* model_load_state; for a fine-tuning's start (fine_tune) a classifier's head the file lacks or
- * holds for other classes keeps its values, and a position embedding for another grid is resized,
- * each said in note */
+ * holds for other classes keeps its values, and a tensor laid over another grid is resized
+ * (grid_resize), each said in note */
 static bool load_state(model *m, const st_file *f, const char *prefix, bool fine_tune, char *note,
                        size_t note_len, char *report, size_t len) {
     report[0] = 0;
@@ -160,6 +163,9 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
     bool classifier = fine_tune && !model_is_diffusion(&m->cfg);
     const char *head = classifier ? "head." : NULL;
     char kept[256] = "";
+    resize_group resized[MAX_RESIZE_GROUPS];
+    int groups = 0;
+    grid_resize plan;
     size_t plen = strlen(prefix);
     int problems = 0;
     for (int i = 0; i < m->ps.n; i++) {
@@ -167,23 +173,26 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
         char key[512];
         snprintf(key, sizeof(key), "%s%s", prefix, t->name);
         const st_entry *e = st_find(f, key);
+        int64_t want[TENSOR_MAX_DIMS];
+        for (int d = 0; d < t->ndim; d++) want[d] = t->shape[d];
         bool same = e && e->ndim == t->ndim && e->numel == t->numel;
         for (int d = 0; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
         if (!same && head && !strncmp(t->name, head, strlen(head))) {
             report_add(kept, sizeof(kept), "%s%s", kept[0] ? ", " : "", t->name);
             continue;
         }
-        if (!same && e && classifier && is_pos_embed(t->name) &&
-            resize_pos_embed(&m->ps, t, e, note, note_len))
+        if (!same && e && classifier && e->ndim == t->ndim &&
+            grid_resize_plan(t->name, t->ndim, e->shape, want, &plan) &&
+            resize_from_file(&m->ps, t, e, &plan)) {
+            note_resized(resized, &groups, t->name, &plan);
             continue;
+        }
         if (!e) {
             report_add(report, len, "  missing: %s%s\n", key, "");
             problems++;
             continue;
         }
         if (!same) {
-            int64_t want[TENSOR_MAX_DIMS];
-            for (int d = 0; d < t->ndim; d++) want[d] = t->shape[d];
             char got_s[96], want_s[96], line[800];
             snprintf(line, sizeof(line), "  wrong shape: %s is %s, the model has %s\n", key,
                      shape_text(got_s, sizeof(got_s), e->ndim, e->shape),
@@ -209,6 +218,7 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
             problems++;
         }
     }
+    write_resize_note(resized, groups, note, note_len);
     if (kept[0]) {
         char line[400];
         snprintf(line, sizeof(line),
@@ -223,9 +233,9 @@ bool model_load_state(model *m, const st_file *f, const char *prefix, char *repo
     return load_state(m, f, prefix, false, NULL, 0, report, len);
 }
 
-bool model_load_backbone(model *m, const st_file *f, char *note, size_t note_len, char *report,
-                         size_t len) {
-    return load_state(m, f, "", true, note, note_len, report, len);
+bool model_load_backbone(model *m, const st_file *f, const char *prefix, char *note,
+                         size_t note_len, char *report, size_t len) {
+    return load_state(m, f, prefix, true, note, note_len, report, len);
 }
 
 tensor *model_classify(const nn_linear *head, tensor *pooled, const forward_opts *o) {

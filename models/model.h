@@ -106,13 +106,12 @@ void model_free(model *m);
  * Every missing, unexpected (under prefix) or mis-shaped tensor is listed in report, one per line;
  * returns false if there was any. */
 bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len);
-/* The same without a prefix, for a fine-tuning's start: a classifier whose head the file lacks or
- * holds for other classes keeps the head's initial values, and a position embedding (DeiT's
- * pos_embed, PVT's pos_embedN) for another input size is resized to the model's by bicubic
- * interpolation of its grid, as the official fine-tuning scripts do; note says which, in a sentence
- * ("" where every tensor loaded as it is). */
-bool model_load_backbone(model *m, const st_file *f, char *note, size_t note_len, char *report,
-                         size_t len);
+/* The same for a fine-tuning's start: a classifier whose head the file lacks or holds for other
+ * classes keeps the head's initial values, and a tensor laid over the input's grid for another
+ * input size or window is resized to the model's, as the official fine-tuning scripts do
+ * (grid_resample.h); note says which, in a sentence ("" where every tensor loaded as it is). */
+bool model_load_backbone(model *m, const st_file *f, const char *prefix, char *note,
+                         size_t note_len, char *report, size_t len);
 
 /* MACs of one forward of one image at the configured size (fvcore-style, see op_macs). */
 double model_macs(model *m);

@@ -612,23 +612,54 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
                "train.init=%s/runs/base/last.safetensors %s",
                config_path(), work, work, still);
     EXPECT(code == 0 && !strstr(out, "note: train.init"), "exit %d:\n%s", code, out);
-    /* another input size (16 -> 24 pixels, 4x4 -> 6x6 patches): pos_embed's grid is resized, as the
-     * official fine-tuning does (the resize itself: parity_pos_embed_resize_with_pytorch_bicubic)
-     */
+    /* train.init_ema: from the checkpoint's EMA weights instead (CSwin's 384 fine-tune) */
     code = run(out, sizeof(out),
-               "./train --config %s --out %s/runs --set run.name=native --set model.attn=native "
-               "%s && ./train --config %s --out %s/runs --set run.name=larger --set "
-               "model.attn=native --set model.img_size=24 --set "
-               "train.init=%s/runs/native/last.safetensors %s",
-               config_path(), work, still, config_path(), work, work, still);
-    EXPECT(code == 0 &&
-               strstr(out, "note: train.init: pos_embed resized from 4x4 to 6x6 (bicubic)"),
+               "./train --config %s --out %s/runs --set run.name=from_ema --set "
+               "train.init=%s/runs/base/last.safetensors --set train.init_ema=true %s",
+               config_path(), work, work, still);
+    EXPECT(code == 0, "exit %d:\n%s", code, out);
+    snprintf(path, sizeof(path), "%s/runs/base/last.safetensors", work);
+    read_base = st_read(&base, path, err, sizeof(err));
+    snprintf(path, sizeof(path), "%s/runs/from_ema/last.safetensors", work);
+    read_tuned = read_base && st_read(&tuned, path, err, sizeof(err));
+    EXPECT(read_tuned, "%s", err);
+    if (read_tuned) {
+        int from_ema, not_ema, from_weights, not_weights;
+        compare_parameters(&tuned, &base, "ema.", 0, &from_ema, &not_ema);
+        compare_parameters(&tuned, &base, "", 0, &from_weights, &not_weights);
+        EXPECT(not_ema == 0 && from_ema > 20 && not_weights > 10,
+               "%d parameters equal the checkpoint's EMA, %d do not; %d differ from its weights",
+               from_ema, not_ema, not_weights);
+        st_close(&tuned);
+    }
+    if (read_base) st_close(&base);
+    code = run(
+        out, sizeof(out),
+        "./train --config %s --out %s/runs --set run.name=tuned_no_ema --set ema.enabled=false %s "
+        "&& ./train --config %s --out %s/runs --set run.name=from_none --set "
+        "train.init=%s/runs/tuned_no_ema/last.safetensors --set train.init_ema=true %s",
+        config_path(), work, still, config_path(), work, work, still);
+    EXPECT(code == 1 && strstr(out, "error: train.init: ") &&
+               strstr(out,
+                      "tuned_no_ema/last.safetensors has no EMA weights (train.init_ema): its run "
+                      "had ema.enabled false"),
+           "exit %d:\n%s", code, out);
+    /* another input size (16 -> 24 pixels, 4x4 -> 6x6 patches): pos_embed's grid and Agent
+     * attention's biases along the grid's rows and columns are resized, as the official
+     * fine-tuning does (the resizes themselves: parity_grid_resize_with_pytorch_interpolate) */
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=larger --set model.img_size=24 "
+               "--set train.init=%s/runs/base/last.safetensors %s",
+               config_path(), work, work, still);
+    EXPECT(code == 0 && strstr(out, "note: train.init: pos_embed resized from 4x4 to 6x6 "
+                                    "(bicubic); blocks.0.attn.ah_bias and 3 more agent biases "
+                                    "resized from 4 to 6 (linear)\n"),
            "exit %d:\n%s", code, out);
     /* and a fine-tuning of another model or of no file: an error naming each tensor, or the file
-     * (Agent attention's biases over the grid are not resized) */
+     * (another number of agents is another model, not another grid) */
     const char *refused[][2] = {
-        {"--set model.img_size=24", "wrong shape: blocks.0.attn.ah_bias is (1, 2, 4, 4, 1), the "
-                                    "model has (1, 2, 4, 6, 1)"},
+        {"--set model.agent_num=[9]", "wrong shape: blocks.0.attn.ah_bias is (1, 2, 4, 4, 1), the "
+                                      "model has (1, 2, 9, 4, 1)"},
         {"--set model.embed_dim=[32]", "base/last.safetensors does not match the model:\n  wrong "
                                        "shape: cls_token is (1, 1, 16), the model has (1, 1, 32)"},
         {"--set train.init=none.safetensors", "none.safetensors: No such file or directory"},

@@ -84,31 +84,47 @@ TEST(parity_with_pytorch_reference) {
 
 /* a position embedding's grid resized for another input size (train.init) as PyTorch's bicubic
  * F.interpolate, which the official fine-tuning uses: up (5x5 -> 8x8) and down (5x5 -> 3x3) */
-TEST(parity_pos_embed_resize_with_pytorch_bicubic) {
-    const char *path = "tests/fixtures/pos_embed_resize.safetensors";
+/* each tensor of the fixture that the official fine-tuning resizes for another input size, found
+ * by its official name, resized as they resize it (F.interpolate:
+ * tools/ref/make_grid_resize_parity.py) */
+TEST(parity_grid_resize_with_pytorch_interpolate) {
+    const char *path = "tests/fixtures/grid_resize.safetensors";
     char err[512];
     st_file f;
     if (!st_read(&f, path, err, sizeof(err))) {
         test_fail(__FILE__, __LINE__, "%s (make parity writes it)", err);
         return;
     }
-    tensor *grid = fixture_tensor(&f, path, "grid");
-    const struct {
-        const char *name;
-        int size;
-    } cases[] = {{"up8", 8}, {"down3", 3}};
-    for (int i = 0; i < 2; i++) {
-        tensor *want = fixture_tensor(&f, path, cases[i].name);
-        int g1 = cases[i].size, C = grid->shape[1];
-        float *got = xmalloc(sizeof(float) * (size_t)g1 * g1 * C);
-        grid_resample_bicubic(grid->data, 5, got, g1, C);
+    int checked = 0;
+    for (int i = 0; i < f.n; i++) {
+        const st_entry *from = &f.entries[i], *to;
+        if (strncmp(from->name, "from:", 5)) continue;
+        char to_name[300];
+        snprintf(to_name, sizeof(to_name), "to:%s", from->name + 5);
+        to = st_find(&f, to_name);
+        grid_resize r;
+        bool planned = to && to->ndim == from->ndim &&
+                       grid_resize_plan(from->name + 5, from->ndim, from->shape, to->shape, &r);
+        EXPECT(planned, "%s: not resized", from->name + 5);
+        if (!planned) continue;
+        float *src = xmalloc(sizeof(float) * (size_t)from->numel),
+              *want = xmalloc(sizeof(float) * (size_t)to->numel),
+              *got = xmalloc(sizeof(float) * (size_t)to->numel);
+        st_to_f32(from, src), st_to_f32(to, want);
+        grid_resize_apply(&r, src, got);
         double worst = 0;
-        for (int64_t j = 0; j < want->numel; j++) worst = fmax(worst, fabs(got[j] - want->data[j]));
-        EXPECT(want->numel == (int64_t)g1 * g1 * C && worst < 1e-5, "%s: off by %.2e",
-               cases[i].name, worst);
-        free(got);
+        for (int64_t j = 0; j < to->numel; j++) worst = fmax(worst, fabs(got[j] - want[j]));
+        EXPECT(worst < 1e-5, "%s: off by %.2e", from->name + 5, worst);
+        free(src), free(want), free(got);
+        checked++;
     }
+    EXPECT(checked == 9, "%d resized tensors in %s", checked, path);
+    /* other axes than the grid's differ: another model, not another grid */
+    grid_resize r;
+    const int64_t agents4[] = {1, 2, 4, 7, 1}, agents9[] = {1, 2, 9, 12, 1};
+    EXPECT(
+        !grid_resize_plan("blocks.0.attn.ah_bias", 5, agents4, agents9, &r) &&
+            !grid_resize_plan("blocks.0.attn.an_bias", 5, agents4, (int64_t[]){1, 2, 4, 12, 1}, &r),
+        "resized across agents, or a tensor not over the grid");
     st_close(&f);
-    tape_reset();
-    arena_reset(&vitc_arena);
 }

@@ -219,14 +219,23 @@ static st_file parameters_view(const st_file *f) {
     return view;
 }
 
-bool checkpoint_init_weights(const char *path, model *m, char *note, size_t note_len, char *err,
-                             size_t err_len) {
+bool checkpoint_init_weights(const char *path, bool ema, model *m, char *note, size_t note_len,
+                             char *err, size_t err_len) {
     st_file f;
     char report[4096];
     if (!read_checkpoint(&f, path, err, err_len)) return false;
-    st_file params = parameters_view(&f);
-    bool ok = model_load_backbone(m, &params, note, note_len, report, sizeof(report));
-    free(params.entries);
+    if (ema && !checkpoint_has_ema(&f)) {
+        snprintf(err, err_len,
+                 "%s has no EMA weights (train.init_ema): its run had ema.enabled false, or the "
+                 "official checkpoint was converted without tools/convert_pth.py --ema",
+                 path);
+        st_close(&f);
+        return false;
+    }
+    st_file params = ema ? f : parameters_view(&f);
+    bool ok =
+        model_load_backbone(m, &params, ema ? EMA : "", note, note_len, report, sizeof(report));
+    if (!ema) free(params.entries);
     st_close(&f);
     if (!ok) snprintf(err, err_len, "%s does not match the model:\n%s", path, report);
     return ok;

@@ -51,6 +51,7 @@ typedef struct train_config {
     const char *device; /* train.device: cpu, cuda or cuda:N (ops/backend.h) */
     const char *train_dir, *val_dir, *run_name, *out;
     const char *init; /* a checkpoint whose parameters start a new run ("": the seed's) */
+    bool init_ema;    /* from its EMA weights instead */
 } train_config;
 
 static const char *const task_names[] = {"classify", "diffusion", NULL};
@@ -96,6 +97,7 @@ static void train_config_read(train_config *t, config *c, const model_config *mc
     precision_parse(config_str(c, "train.precision", "fp32", precision_names), &t->prec);
     t->device = config_str(c, "train.device", "cpu", NULL); /* checked where it is selected */
     t->init = config_str(c, "train.init", "", NULL);        /* read where the model is made */
+    t->init_ema = config_bool(c, "train.init_ema", false);
     t->epochs = config_int(c, "train.epochs", 300, 1, 100000);
     t->cooldown_epochs = config_int(c, "train.cooldown_epochs", 0, 0, 100000);
     t->warmup_epochs = config_int(c, "train.warmup_epochs", 20, 0, 100000);
@@ -503,7 +505,8 @@ static void share_start(run *r) {
  * parameters; a head for other classes starts afresh. (A resumed run has its own.) */
 static bool init_weights(run *r) {
     char note[1024], err[4608];
-    if (!checkpoint_init_weights(r->t.init, r->m, note, sizeof(note), err, sizeof(err))) {
+    if (!checkpoint_init_weights(r->t.init, r->t.init_ema, r->m, note, sizeof(note), err,
+                                 sizeof(err))) {
         fprintf(stderr, "error: train.init: %s\n", err);
         return false;
     }
