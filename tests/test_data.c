@@ -1,6 +1,8 @@
 /* Data: folder/list indexing and its errors, unreadable files skipped with a warning, loader
  * determinism across worker counts, transforms on known inputs. */
+#include <errno.h>
 #include <stb_image_write.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,6 +56,27 @@ TEST(dataset_folder_classes_sorted_and_errors) {
     snprintf(empty, sizeof(empty), "%s/class_d", root);
     mkdir(empty, 0755);
     EXPECT(!dataset_open(&d, root, err, sizeof(err)) && strstr(err, "class_d is empty"), "%s", err);
+    /* files not named as images (in any case of their extension) are left out, and counted */
+    const char *others[] = {"class_d/notes.txt", "class_a/Thumbs.db", "class_b/004.webp"};
+    for (int i = 0; i < 3; i++) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", root, others[i]);
+        FILE *f = fopen(path, "w");
+        if (f) fclose(f);
+    }
+    EXPECT(!dataset_open(&d, root, err, sizeof(err)) &&
+               strstr(err, "class_d has no images (1 files, none named as one: .jpg .jpeg .png"),
+           "%s", err);
+    char renamed[2][600];
+    snprintf(renamed[0], sizeof(renamed[0]), "%s/class_a/000.png", root);
+    snprintf(renamed[1], sizeof(renamed[1]), "%s/class_d/000.JPEG", root);
+    EXPECT(rename(renamed[0], renamed[1]) == 0, "%s", strerror(errno));
+    EXPECT(dataset_open(&d, root, err, sizeof(err)), "%s", err);
+    EXPECT(d.n == 12 && d.n_classes == 4 && d.labels[11] == 3 && strstr(d.paths[11], "000.JPEG") &&
+               d.not_images == 3 && strstr(d.not_image, "class_a/Thumbs.db"),
+           "%d images, %d classes, %d not images (%s)", d.n, d.n_classes, d.not_images,
+           d.not_image ? d.not_image : "none");
+    dataset_free(&d);
     EXPECT(!dataset_open(&d, "/nonexistent/vitc", err, sizeof(err)) && strstr(err, "/nonexistent/vitc"),
            "%s", err);
     char split[512];

@@ -242,6 +242,7 @@ int main(int argc, char **argv) {
             code = 1;
             goto done;
         }
+        if (dist_rank() == 0) dataset_note(&ds, "--data");
         class_match match = checkpoint_match_classes(&f, &ds, mc.num_classes, err, sizeof(err));
         if (!dataset_classes_agree(match, "--data", err, dist_rank() == 0)) {
             dataset_free(&ds);

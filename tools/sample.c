@@ -221,6 +221,7 @@ static bool judge_open(judge *j, const st_file *sampler, int classes, int C, int
                 j->real_dir[0] ? err : "no real images (the classifier has no data.val)");
     else
         ok = true;
+    if (ok) dataset_note(&j->real, "--judge-real");
     if (!ok) judge_close(j);
     return ok;
 }

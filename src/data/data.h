@@ -18,12 +18,20 @@ typedef struct dataset {
     int n_classes;
     char *root;  /* the folder or list file opened */
     bool listed; /* from a list file, whose labels are class indices */
+    int not_images;  /* files in class folders left out for their names (dataset_note) */
+    char *not_image; /* the first of them */
 } dataset;
 
 /* root is a folder of class folders, or a text file of "relative/or/absolute/path label" lines
- * (relative to the list file's folder). Errors (missing folder, empty class folder, empty split,
- * bad line) name the path and return false. */
+ * (relative to the list file's folder). A class folder's images are its files named as images
+ * stb_image decodes (.jpg .jpeg .png .bmp .gif .tga .ppm .pgm .pnm .psd .hdr .pic, in any case, as
+ * torchvision's ImageFolder goes by extension); others (a labels.txt, Thumbs.db, .webp) are left
+ * out and counted. Errors (missing folder, a class folder without images, empty split, bad line)
+ * name the path and return false. */
 bool dataset_open(dataset *d, const char *root, char *err, size_t err_len);
+/* "note: KEY: N files in ROOT's class folders are not named as images, left out (e.g. PATH)" where
+ * d left some out */
+void dataset_note(const dataset *d, const char *key);
 void dataset_free(dataset *d);
 
 typedef enum { CLASSES_MATCH, CLASSES_NAMED_APART, CLASSES_DIFFER } class_match;

@@ -1,11 +1,12 @@
 /* Dataset indexing: a folder of class folders (sorted names = class indices, as torchvision's
- * ImageFolder) or a list file of "path label" lines. Files are not opened here: unreadable ones are
- * found, warned about and skipped by the loader. */
+ * ImageFolder) or a list file of "path label" lines. Files are not opened here: those not named as
+ * images are left out, and unreadable ones are found, warned about and skipped by the loader. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "../core/check.h"
@@ -40,6 +41,17 @@ static char **list_dir(const char *dir, bool want_dirs, int *count, char *err, s
     return names;
 }
 
+/* named as an image stb_image decodes (by extension, in any case) */
+static bool is_image_name(const char *name) {
+    static const char *const extensions[] = {"jpg", "jpeg", "png", "bmp", "gif", "tga",
+                                             "ppm", "pgm",  "pnm", "psd", "hdr", "pic"};
+    const char *dot = strrchr(name, '.');
+    if (!dot) return false;
+    for (size_t i = 0; i < sizeof(extensions) / sizeof(extensions[0]); i++)
+        if (!strcasecmp(dot + 1, extensions[i])) return true;
+    return false;
+}
+
 static void add_sample(dataset *d, int *cap, char *path, int label) {
     if (d->n == *cap) {
         *cap = *cap ? 2 * *cap : 1024;
@@ -67,19 +79,30 @@ static bool open_folder(dataset *d, const char *root, char *err, size_t err_len)
         int n_files = 0;
         char **files = list_dir(dir, false, &n_files, err, err_len);
         if (!files) return false;
-        if (n_files == 0) {
-            free(files);
-            snprintf(err, err_len, "class folder %s is empty", dir);
-            return false;
-        }
+        int images = 0;
         for (int i = 0; i < n_files; i++) {
             size_t len = strlen(dir) + strlen(files[i]) + 2;
             char *path = xmalloc(len);
             snprintf(path, len, "%s/%s", dir, files[i]);
-            add_sample(d, &cap, path, c);
+            if (is_image_name(files[i])) {
+                add_sample(d, &cap, path, c);
+                images++;
+            } else if (d->not_images++ == 0) {
+                d->not_image = path;
+            } else {
+                free(path);
+            }
             free(files[i]);
         }
         free(files);
+        if (images == 0 && n_files == 0)
+            snprintf(err, err_len, "class folder %s is empty", dir);
+        else if (images == 0)
+            snprintf(err, err_len,
+                     "class folder %s has no images (%d files, none named as one: .jpg "
+                     ".jpeg .png .bmp .gif .tga .ppm .pgm .pnm .psd .hdr .pic)",
+                     dir, n_files);
+        if (images == 0) return false;
     }
     return true;
 }
@@ -204,5 +227,15 @@ void dataset_free(dataset *d) {
     free(d->labels);
     free(d->class_names);
     free(d->root);
+    free(d->not_image);
     memset(d, 0, sizeof(*d));
+}
+
+void dataset_note(const dataset *d, const char *key) {
+    if (d->not_images)
+        fprintf(stderr,
+                "note: %s: %d file%s in %s's class folders %s not named as images, left out (e.g. "
+                "%s)\n",
+                key, d->not_images, d->not_images > 1 ? "s" : "", d->root,
+                d->not_images > 1 ? "are" : "is", d->not_image);
 }

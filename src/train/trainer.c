@@ -317,6 +317,7 @@ static bool open_datasets(run *r) {
         fprintf(stderr, "error: data.train: %s\n", err);
         return false;
     }
+    if (r->lead) dataset_note(&r->train_ds, "data.train");
     if (r->train_ds.n_classes != r->mc.num_classes) {
         fprintf(stderr, "error: model.num_classes is %d but %s has %d classes\n", r->mc.num_classes,
                 r->t.train_dir, r->train_ds.n_classes);
@@ -331,6 +332,7 @@ static bool open_datasets(run *r) {
         return false;
     }
     if (!r->t.val_dir[0]) return true;
+    if (r->lead) dataset_note(&r->val_ds, "data.val");
     char whose[4200];
     snprintf(whose, sizeof(whose), "data.train (%s)", r->t.train_dir);
     class_match match =
