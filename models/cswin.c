@@ -175,4 +175,5 @@ static void cswin_destroy(void *p) {
     free(net);
 }
 
-const backbone backbone_cswin = {"cswin", cswin_build, cswin_forward, cswin_destroy};
+const backbone backbone_cswin = {"cswin", cswin_build, cswin_forward, cswin_destroy,
+                                 "stage1_conv_embed.0.weight"};

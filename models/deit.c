@@ -97,4 +97,5 @@ static void deit_destroy(void *net) {
     free(d);
 }
 
-const backbone backbone_deit = {"deit", deit_build, deit_forward, deit_destroy};
+const backbone backbone_deit = {"deit", deit_build, deit_forward, deit_destroy,
+                                "patch_embed.proj.weight"};

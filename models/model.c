@@ -150,9 +150,30 @@ static bool resize_from_file(param_store *ps, tensor *t, const st_entry *e, cons
     return ok;
 }
 
+/* t, the convolution reading gray images, from e's for RGB, as timm's adapt_input_conv: the sum of
+ * its three channels' kernels (what it gives a gray image repeated in R, G and B). false where e is
+ * not such a kernel. */
+static bool gray_first_conv(param_store *ps, tensor *t, const st_entry *e) {
+    if (e->ndim != 4 || t->ndim != 4 || e->shape[1] != 3 || t->shape[1] != 1) return false;
+    for (int d = 0; d < 4; d++)
+        if (d != 1 && e->shape[d] != t->shape[d]) return false;
+    size_t k = (size_t)t->shape[2] * t->shape[3];
+    float *src = xmalloc(sizeof(float) * (size_t)e->numel),
+          *dst = xmalloc(sizeof(float) * (size_t)t->numel);
+    bool ok = st_to_f32(e, src);
+    for (int o = 0; ok && o < t->shape[0]; o++)
+        for (size_t j = 0; j < k; j++) {
+            const float *rgb = src + (size_t)o * 3 * k + j;
+            dst[(size_t)o * k + j] = rgb[0] + rgb[k] + rgb[2 * k];
+        }
+    if (ok) params_write(ps, t->data, dst, t->numel);
+    free(src), free(dst);
+    return ok;
+}
+
 /* model_load_state; for a fine-tuning's start (fine_tune) a classifier's head the file lacks or
- * holds for other classes keeps its values, and a tensor laid over another grid is resized
- * (grid_resize), each said in note */
+ * holds for other classes keeps its values, a tensor laid over another grid is resized
+ * (grid_resize) and an RGB stem made gray, each said in note */
 static bool load_state(model *m, const st_file *f, const char *prefix, bool fine_tune, char *note,
                        size_t note_len, char *report, size_t len) {
     report[0] = 0;
@@ -179,6 +200,16 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
         for (int d = 0; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
         if (!same && head && !strncmp(t->name, head, strlen(head))) {
             report_add(kept, sizeof(kept), "%s%s", kept[0] ? ", " : "", t->name);
+            continue;
+        }
+        if (!same && e && classifier && m->bb->first_conv && !strcmp(t->name, m->bb->first_conv) &&
+            gray_first_conv(&m->ps, t, e)) {
+            char line[300];
+            snprintf(line, sizeof(line),
+                     "%s summed over the file's 3 input channels for gray images (timm's "
+                     "adapt_input_conv)",
+                     t->name);
+            report_add(note, note_len, "%s%s", note[0] ? "; " : "", line);
             continue;
         }
         if (!same && e && classifier && e->ndim == t->ndim &&

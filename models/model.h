@@ -78,6 +78,9 @@ typedef struct backbone {
      * the velocity (B, H, W, in_chans), channels-last as its input (learn_sigma's second half dropped) */
     tensor *(*forward)(model *m, tensor *images, const forward_opts *o);
     void (*destroy)(void *net);
+    /* the convolution that reads the images (timm's pretrained_cfg "first_conv"); NULL: none to
+     * adapt to other input channels at a fine-tuning's start */
+    const char *first_conv;
 } backbone;
 
 struct model {
@@ -107,9 +110,11 @@ void model_free(model *m);
  * returns false if there was any. */
 bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len);
 /* The same for a fine-tuning's start: a classifier whose head the file lacks or holds for other
- * classes keeps the head's initial values, and a tensor laid over the input's grid for another
- * input size or window is resized to the model's, as the official fine-tuning scripts do
- * (grid_resample.h); note says which, in a sentence ("" where every tensor loaded as it is). */
+ * classes keeps the head's initial values, a tensor laid over the input's grid for another input
+ * size or window is resized to the model's, as the official fine-tuning scripts do
+ * (grid_resample.h), and the first convolution of an RGB model is summed over its channels for
+ * gray images, as timm does; note says which, in a sentence ("" where every tensor loaded as it
+ * is). */
 bool model_load_backbone(model *m, const st_file *f, const char *prefix, char *note,
                          size_t note_len, char *report, size_t len);
 

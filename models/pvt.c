@@ -175,5 +175,7 @@ static void pvt_destroy(void *p) {
     free(net);
 }
 
-const backbone backbone_pvt = {"pvt", pvt_build, pvt_forward, pvt_destroy};
-const backbone backbone_pvt_v2 = {"pvt_v2", pvt_build, pvt_forward, pvt_destroy};
+const backbone backbone_pvt = {"pvt", pvt_build, pvt_forward, pvt_destroy,
+                               "patch_embed1.proj.weight"};
+const backbone backbone_pvt_v2 = {"pvt_v2", pvt_build, pvt_forward, pvt_destroy,
+                                  "patch_embed1.proj.weight"};

@@ -213,5 +213,5 @@ static void sit_destroy(void *net) {
     free(s);
 }
 
-const backbone backbone_sit = {"sit", sit_build, sit_forward, sit_destroy};
-const backbone backbone_dit = {"dit", sit_build, sit_forward, sit_destroy};
+const backbone backbone_sit = {"sit", sit_build, sit_forward, sit_destroy, NULL};
+const backbone backbone_dit = {"dit", sit_build, sit_forward, sit_destroy, NULL};

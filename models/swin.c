@@ -186,4 +186,5 @@ static void swin_destroy(void *p) {
     free(net);
 }
 
-const backbone backbone_swin = {"swin", swin_build, swin_forward, swin_destroy};
+const backbone backbone_swin = {"swin", swin_build, swin_forward, swin_destroy,
+                                "patch_embed.proj.weight"};

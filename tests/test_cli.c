@@ -655,6 +655,36 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
                                     "(bicubic); blocks.0.attn.ah_bias and 3 more agent biases "
                                     "resized from 4 to 6 (linear)\n"),
            "exit %d:\n%s", code, out);
+    /* gray images from an RGB model: its first convolution summed over R, G and B, as timm does */
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=rgb --set model.in_chans=3 %s && "
+               "./train --config %s --out %s/runs --set run.name=gray --set "
+               "train.init=%s/runs/rgb/last.safetensors %s",
+               config_path(), work, still, config_path(), work, work, still);
+    EXPECT(code == 0 && strstr(out, "note: train.init: patch_embed.proj.weight summed over the "
+                                    "file's 3 input channels for gray images"),
+           "exit %d:\n%s", code, out);
+    st_file rgb, gray;
+    snprintf(path, sizeof(path), "%s/runs/rgb/last.safetensors", work);
+    bool read_rgb = st_read(&rgb, path, err, sizeof(err));
+    snprintf(path, sizeof(path), "%s/runs/gray/last.safetensors", work);
+    bool read_gray = read_rgb && st_read(&gray, path, err, sizeof(err));
+    EXPECT(read_gray, "%s", err);
+    if (read_gray) {
+        const st_entry *w3 = st_find(&rgb, "patch_embed.proj.weight"),
+                       *w1 = st_find(&gray, "patch_embed.proj.weight");
+        float a[16 * 3 * 16], b[16 * 16];
+        bool shaped = w3 && w1 && w3->numel == 16 * 3 * 16 && w1->numel == 16 * 16 &&
+                      st_to_f32(w3, a) && st_to_f32(w1, b);
+        double worst = shaped ? 0 : 1;
+        for (int o = 0; shaped && o < 16; o++)
+            for (int j = 0; j < 16; j++)
+                worst = fmax(worst, fabs(b[o * 16 + j] - (a[o * 48 + j] + a[o * 48 + 16 + j] +
+                                                          a[o * 48 + 32 + j])));
+        EXPECT(worst < 1e-6, "the gray kernels are off the sums of RGB's by %.2e", worst);
+        st_close(&gray);
+    }
+    if (read_rgb) st_close(&rgb);
     /* and a fine-tuning of another model or of no file: an error naming each tensor, or the file
      * (another number of agents is another model, not another grid) */
     const char *refused[][2] = {
