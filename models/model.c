@@ -137,38 +137,42 @@ static void write_resize_note(const resize_group *groups, int n, char *note, siz
     }
 }
 
-/* t from e, a tensor laid over another grid: resized as the official fine-tuning does */
-static bool resize_from_file(param_store *ps, tensor *t, const st_entry *e, const grid_resize *r) {
+/* t from e's values made into t's by make(how, e's values, t's) */
+static bool load_made(param_store *ps, tensor *t, const st_entry *e,
+                      void (*make)(const void *how, const float *src, float *dst),
+                      const void *how) {
     float *src = xmalloc(sizeof(float) * (size_t)e->numel),
           *dst = xmalloc(sizeof(float) * (size_t)t->numel);
     bool ok = st_to_f32(e, src);
     if (ok) {
-        grid_resize_apply(r, src, dst);
+        make(how, src, dst);
         params_write(ps, t->data, dst, t->numel);
     }
     free(src), free(dst);
     return ok;
 }
 
-/* t, the convolution reading gray images, from e's for RGB, as timm's adapt_input_conv: the sum of
- * its three channels' kernels (what it gives a gray image repeated in R, G and B). false where e is
- * not such a kernel. */
-static bool gray_first_conv(param_store *ps, tensor *t, const st_entry *e) {
-    if (e->ndim != 4 || t->ndim != 4 || e->shape[1] != 3 || t->shape[1] != 1) return false;
-    for (int d = 0; d < 4; d++)
-        if (d != 1 && e->shape[d] != t->shape[d]) return false;
+static void make_resized(const void *plan, const float *src, float *dst) {
+    grid_resize_apply(plan, src, dst);
+}
+
+/* whether t is a convolution reading gray images where e is the same for RGB */
+static bool gray_of_rgb(const tensor *t, const st_entry *e) {
+    bool kernels = e->ndim == 4 && t->ndim == 4 && e->shape[1] == 3 && t->shape[1] == 1;
+    for (int d = 0; kernels && d < 4; d++) kernels = d == 1 || e->shape[d] == t->shape[d];
+    return kernels;
+}
+
+/* the gray kernels of t (how) from RGB's, as timm's adapt_input_conv: the sum of the three
+ * channels' kernels (what they give a gray image repeated in R, G and B) */
+static void make_gray(const void *how, const float *src, float *dst) {
+    const tensor *t = how;
     size_t k = (size_t)t->shape[2] * t->shape[3];
-    float *src = xmalloc(sizeof(float) * (size_t)e->numel),
-          *dst = xmalloc(sizeof(float) * (size_t)t->numel);
-    bool ok = st_to_f32(e, src);
-    for (int o = 0; ok && o < t->shape[0]; o++)
+    for (int o = 0; o < t->shape[0]; o++)
         for (size_t j = 0; j < k; j++) {
             const float *rgb = src + (size_t)o * 3 * k + j;
             dst[(size_t)o * k + j] = rgb[0] + rgb[k] + rgb[2 * k];
         }
-    if (ok) params_write(ps, t->data, dst, t->numel);
-    free(src), free(dst);
-    return ok;
 }
 
 /* model_load_state; for a fine-tuning's start (fine_tune) a classifier's head the file lacks or
@@ -203,7 +207,7 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
             continue;
         }
         if (!same && e && classifier && m->bb->first_conv && !strcmp(t->name, m->bb->first_conv) &&
-            gray_first_conv(&m->ps, t, e)) {
+            gray_of_rgb(t, e) && load_made(&m->ps, t, e, make_gray, t)) {
             char line[300];
             snprintf(line, sizeof(line),
                      "%s summed over the file's 3 input channels for gray images (timm's "
@@ -214,7 +218,7 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
         }
         if (!same && e && classifier && e->ndim == t->ndim &&
             grid_resize_plan(t->name, t->ndim, e->shape, want, &plan) &&
-            resize_from_file(&m->ps, t, e, &plan)) {
+            load_made(&m->ps, t, e, make_resized, &plan)) {
             note_resized(resized, &groups, t->name, &plan);
             continue;
         }
