@@ -822,6 +822,12 @@ static void evaluate_run(run *r, eval_result *raw, eval_result *ev_ema) {
     mem->free(keep);
 }
 
+/* the training loss and counts an epoch sums, before the next epoch's first step */
+static void epoch_counters_clear(train_state *st) {
+    st->epoch_loss_sum = 0;
+    st->epoch_batches = st->epoch_skipped = 0;
+}
+
 /* validation, the epoch's summary (metrics and terminal), last and best checkpoints */
 static int finish_epoch(run *r) {
     double t_trained = clock_seconds() - r->t_epoch;
@@ -844,8 +850,7 @@ static int finish_epoch(run *r) {
                     "\nerror: data.val: none of its files could be read (the warnings above "
                     "name them); the epoch's weights are saved in %s\n",
                     r->last_path);
-        st->epoch_loss_sum = 0;
-        st->epoch_batches = st->epoch_skipped = 0;
+        epoch_counters_clear(st);
         save_last(r);
         return RUN_ERROR;
     }
@@ -889,8 +894,7 @@ static int finish_epoch(run *r) {
         printf(" (%.1fs)\n", epoch_s);
         fflush(stdout);
     }
-    st->epoch_loss_sum = 0;
-    st->epoch_batches = st->epoch_skipped = 0;
+    epoch_counters_clear(st);
     if (!save_last(r)) return RUN_ERROR;
     char err[4096];
     if (r->lead && best && !checkpoint_save(r->best_path, r->m, r->resolved, r->classes, &r->opt, r->ema, st, err,
