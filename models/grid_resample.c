@@ -48,9 +48,11 @@ void grid_resample_bicubic(const float *src, int g0, float *dst, int g1, int C) 
     free(row);
 }
 
-void line_resample_linear(const float *src, int n0, float *dst, int n1, int outer, int inner) {
+void line_resample_linear(const float *src, int n0, float *dst, int n1, int outer, int inner,
+                          bool corners_aligned) {
     for (int o = 0; o < n1; o++) {
-        double real = fmax(0.0, ((double)n0 / n1) * (o + 0.5) - 0.5);
+        double real = corners_aligned ? (n1 > 1 ? (double)o * (n0 - 1) / (n1 - 1) : 0)
+                                      : fmax(0.0, ((double)n0 / n1) * (o + 0.5) - 0.5);
         int i0 = (int)real, i1 = i0 < n0 - 1 ? i0 + 1 : i0;
         double t = real - i0;
         for (int l = 0; l < outer; l++) {
@@ -96,30 +98,33 @@ static int agent_bias_axis(const char *name) {
 }
 
 bool grid_resize_plan(const char *name, int ndim, const int64_t *from, const int64_t *to,
-                      grid_resize *r) {
+                      resize_style style, grid_resize *r) {
     int grid_axis; /* the one axis whose size may differ */
-    *r = (grid_resize){.outer = 1, .inner = 1};
-    if (ndim == 3 && (is_pos_embed(name) || ends_with(name, ".positional_encoding"))) {
+    bool mediators = style == RESIZE_AS_MEDIATORS;
+    *r = (grid_resize){.outer = 1, .inner = 1, .bicubic = true};
+    if (!mediators && ndim == 3 &&
+        (is_pos_embed(name) || ends_with(name, ".positional_encoding"))) {
         int most = is_pos_embed(name), lead0;
         grid_axis = 1;
-        *r = (grid_resize){"position embeddings", true, 0, 1, to[2], 0, 0};
+        r->what = "position embeddings", r->inner = to[2];
         r->n0 = grid_side(from[1], most, &lead0);
         r->n1 = grid_side(to[1], most, &r->lead);
         if (lead0 != r->lead) return false;
-    } else if (ndim == 2 && ends_with(name, ".relative_position_bias_table")) {
+    } else if (!mediators && ndim == 2 && ends_with(name, ".relative_position_bias_table")) {
         int lead0;
         grid_axis = 0;
-        *r = (grid_resize){"relative position bias tables", true, 0, 1, to[1], 0, 0};
+        r->what = "relative position bias tables", r->inner = to[1];
         r->n0 = grid_side(from[0], 0, &lead0);
         r->n1 = grid_side(to[0], 0, &r->lead);
-    } else if (ndim == 4 && strstr(name, "patch_embed") && ends_with(name, ".proj.weight")) {
+    } else if (!mediators && ndim == 4 && strstr(name, "patch_embed") &&
+               ends_with(name, ".proj.weight")) {
         if (from[2] != from[3] || to[2] != to[3] || from[0] != to[0] || from[1] != to[1])
             return false;
-        *r = (grid_resize){
-            "patch-embedding kernels", true, 0, to[0] * to[1], 1, (int)from[2], (int)to[2]};
+        r->what = "patch-embedding kernels", r->outer = to[0] * to[1];
+        r->n0 = (int)from[2], r->n1 = (int)to[2];
         return r->n0 >= 1 && r->n1 >= 1;
     } else if (ndim == 5 && (grid_axis = agent_bias_axis(name)) >= 0) {
-        r->what = "agent biases";
+        r->what = "agent biases", r->bicubic = false, r->corners_aligned = mediators;
         r->n0 = (int)from[grid_axis], r->n1 = (int)to[grid_axis];
         for (int d = 0; d < grid_axis; d++) r->outer *= to[d];
         for (int d = grid_axis + 1; d < ndim; d++) r->inner *= to[d];
@@ -136,7 +141,8 @@ void grid_resize_apply(const grid_resize *r, const float *src, float *dst) {
     memcpy(dst, src, sizeof(float) * lead);
     src += lead, dst += lead;
     if (!r->bicubic) {
-        line_resample_linear(src, r->n0, dst, r->n1, (int)r->outer, (int)r->inner);
+        line_resample_linear(src, r->n0, dst, r->n1, (int)r->outer, (int)r->inner,
+                             r->corners_aligned);
         return;
     }
     size_t cells0 = (size_t)r->n0 * r->n0 * r->inner, cells1 = (size_t)r->n1 * r->n1 * r->inner;

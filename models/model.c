@@ -107,8 +107,8 @@ static const char *shape_text(char *buf, size_t len, int ndim, const int64_t *sh
 
 /* the tensors of one kind resized from one size to another, for the note */
 typedef struct {
-    const char *first, *what;
-    bool bicubic;
+    const char *first, *what, *method;
+    bool grid; /* sizes n x n, else n */
     int n0, n1, count;
 } resize_group;
 
@@ -120,8 +120,11 @@ static void note_resized(resize_group *groups, int *n, const char *name, const g
             groups[i].count++;
             return;
         }
+    const char *method = r->bicubic           ? "bicubic"
+                         : r->corners_aligned ? "linear, corners aligned"
+                                              : "linear";
     if (*n < MAX_RESIZE_GROUPS)
-        groups[(*n)++] = (resize_group){name, r->what, r->bicubic, r->n0, r->n1, 1};
+        groups[(*n)++] = (resize_group){name, r->what, method, r->bicubic, r->n0, r->n1, 1};
 }
 
 static void write_resize_note(const resize_group *groups, int n, char *note, size_t len) {
@@ -129,10 +132,10 @@ static void write_resize_note(const resize_group *groups, int n, char *note, siz
         const resize_group *g = &groups[i];
         char more[96] = "", from[32], to[32], line[400];
         if (g->count > 1) snprintf(more, sizeof(more), " and %d more %s", g->count - 1, g->what);
-        snprintf(from, sizeof(from), g->bicubic ? "%dx%d" : "%d", g->n0, g->n0);
-        snprintf(to, sizeof(to), g->bicubic ? "%dx%d" : "%d", g->n1, g->n1);
+        snprintf(from, sizeof(from), g->grid ? "%dx%d" : "%d", g->n0, g->n0);
+        snprintf(to, sizeof(to), g->grid ? "%dx%d" : "%d", g->n1, g->n1);
         snprintf(line, sizeof(line), "%s%s resized from %s to %s (%s)", g->first, more, from, to,
-                 g->bicubic ? "bicubic" : "linear");
+                 g->method);
         report_add(note, len, "%s%s", note[0] ? "; " : "", line);
     }
 }
@@ -177,7 +180,8 @@ static void make_gray(const void *how, const float *src, float *dst) {
 
 /* model_load_state; for a fine-tuning's start (fine_tune) a classifier's head the file lacks or
  * holds for other classes keeps its values, a tensor laid over another grid is resized
- * (grid_resize) and an RGB stem made gray, each said in note */
+ * (grid_resize), a frozen one for another grid (SiT's sin-cos pos_embed) is the model's own and an
+ * RGB stem made gray, each said in note */
 static bool load_state(model *m, const st_file *f, const char *prefix, bool fine_tune, char *note,
                        size_t note_len, char *report, size_t len) {
     report[0] = 0;
@@ -187,7 +191,8 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
      * its pos_embed a fixed sin-cos table */
     bool classifier = fine_tune && !model_is_diffusion(&m->cfg);
     const char *head = classifier ? "head." : NULL;
-    char kept[256] = "";
+    resize_style style = classifier ? RESIZE_AS_CLASSIFIERS : RESIZE_AS_MEDIATORS;
+    char kept[256] = "", own[256] = "";
     resize_group resized[MAX_RESIZE_GROUPS];
     int groups = 0;
     grid_resize plan;
@@ -216,8 +221,12 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
             report_add(note, note_len, "%s%s", note[0] ? "; " : "", line);
             continue;
         }
-        if (!same && e && classifier && e->ndim == t->ndim &&
-            grid_resize_plan(t->name, t->ndim, e->shape, want, &plan) &&
+        if (!same && e && fine_tune && !t->requires_grad) {
+            report_add(own, sizeof(own), "%s%s", own[0] ? ", " : "", t->name);
+            continue;
+        }
+        if (!same && e && fine_tune && e->ndim == t->ndim &&
+            grid_resize_plan(t->name, t->ndim, e->shape, want, style, &plan) &&
             load_made(&m->ps, t, e, make_resized, &plan)) {
             note_resized(resized, &groups, t->name, &plan);
             continue;
@@ -252,6 +261,11 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
             report_add(report, len, "  unexpected: %s%s\n", name, "");
             problems++;
         }
+    }
+    if (own[0]) {
+        char line[400];
+        snprintf(line, sizeof(line), "%s: the model's own for its grid (fixed, not trained)", own);
+        report_add(note, note_len, "%s%s", note[0] ? "; " : "", line);
     }
     write_resize_note(resized, groups, note, note_len);
     if (kept[0]) {

@@ -95,36 +95,54 @@ TEST(parity_grid_resize_with_pytorch_interpolate) {
         test_fail(__FILE__, __LINE__, "%s (make parity writes it)", err);
         return;
     }
-    int checked = 0;
-    for (int i = 0; i < f.n; i++) {
-        const st_entry *from = &f.entries[i], *to;
-        if (strncmp(from->name, "from:", 5)) continue;
-        char to_name[300];
-        snprintf(to_name, sizeof(to_name), "to:%s", from->name + 5);
-        to = st_find(&f, to_name);
-        grid_resize r;
-        bool planned = to && to->ndim == from->ndim &&
-                       grid_resize_plan(from->name + 5, from->ndim, from->shape, to->shape, &r);
-        EXPECT(planned, "%s: not resized", from->name + 5);
-        if (!planned) continue;
-        float *src = xmalloc(sizeof(float) * (size_t)from->numel),
-              *want = xmalloc(sizeof(float) * (size_t)to->numel),
-              *got = xmalloc(sizeof(float) * (size_t)to->numel);
-        st_to_f32(from, src), st_to_f32(to, want);
-        grid_resize_apply(&r, src, got);
-        double worst = 0;
-        for (int64_t j = 0; j < to->numel; j++) worst = fmax(worst, fabs(got[j] - want[j]));
-        EXPECT(worst < 1e-5, "%s: off by %.2e", from->name + 5, worst);
-        free(src), free(want), free(got);
-        checked++;
+    /* the classifiers' scripts' resizes, then the Attention Mediators' (SiT's fine-tune) */
+    const struct {
+        const char *prefix;
+        resize_style style;
+        int tensors;
+    } styles[] = {{"", RESIZE_AS_CLASSIFIERS, 9}, {"mediators.", RESIZE_AS_MEDIATORS, 4}};
+    for (int k = 0; k < 2; k++) {
+        int checked = 0;
+        char from_prefix[32];
+        snprintf(from_prefix, sizeof(from_prefix), "%sfrom:", styles[k].prefix);
+        size_t skip = strlen(from_prefix);
+        for (int i = 0; i < f.n; i++) {
+            const st_entry *from = &f.entries[i], *to;
+            if (strncmp(from->name, from_prefix, skip)) continue;
+            const char *name = from->name + skip;
+            char to_name[300];
+            snprintf(to_name, sizeof(to_name), "%sto:%s", styles[k].prefix, name);
+            to = st_find(&f, to_name);
+            grid_resize r;
+            bool planned =
+                to && to->ndim == from->ndim &&
+                grid_resize_plan(name, from->ndim, from->shape, to->shape, styles[k].style, &r);
+            EXPECT(planned, "%s%s: not resized", styles[k].prefix, name);
+            if (!planned) continue;
+            float *src = xmalloc(sizeof(float) * (size_t)from->numel),
+                  *want = xmalloc(sizeof(float) * (size_t)to->numel),
+                  *got = xmalloc(sizeof(float) * (size_t)to->numel);
+            st_to_f32(from, src), st_to_f32(to, want);
+            grid_resize_apply(&r, src, got);
+            double worst = 0;
+            for (int64_t j = 0; j < to->numel; j++) worst = fmax(worst, fabs(got[j] - want[j]));
+            EXPECT(worst < 1e-5, "%s%s: off by %.2e", styles[k].prefix, name, worst);
+            free(src), free(want), free(got);
+            checked++;
+        }
+        EXPECT(checked == styles[k].tensors, "%d resized tensors under \"%s\" in %s", checked,
+               from_prefix, path);
     }
-    EXPECT(checked == 9, "%d resized tensors in %s", checked, path);
-    /* other axes than the grid's differ: another model, not another grid */
+    /* other axes than the grid's differ: another model, not another grid; and SiT's fixed
+     * pos_embed is not resized, the new model's own */
     grid_resize r;
-    const int64_t agents4[] = {1, 2, 4, 7, 1}, agents9[] = {1, 2, 9, 12, 1};
-    EXPECT(
-        !grid_resize_plan("blocks.0.attn.ah_bias", 5, agents4, agents9, &r) &&
-            !grid_resize_plan("blocks.0.attn.an_bias", 5, agents4, (int64_t[]){1, 2, 4, 12, 1}, &r),
-        "resized across agents, or a tensor not over the grid");
+    const int64_t agents4[] = {1, 2, 4, 7, 1}, agents9[] = {1, 2, 9, 12, 1},
+                  grid12[] = {1, 2, 4, 12, 1}, tokens16[] = {1, 16, 8}, tokens64[] = {1, 64, 8};
+    EXPECT(!grid_resize_plan("blocks.0.attn.ah_bias", 5, agents4, agents9, RESIZE_AS_CLASSIFIERS,
+                             &r) &&
+               !grid_resize_plan("blocks.0.attn.an_bias", 5, agents4, grid12, RESIZE_AS_CLASSIFIERS,
+                                 &r) &&
+               !grid_resize_plan("pos_embed", 3, tokens16, tokens64, RESIZE_AS_MEDIATORS, &r),
+           "resized across agents, a tensor not over the grid, or SiT's pos_embed");
     st_close(&f);
 }

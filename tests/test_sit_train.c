@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/core/safetensors.h"
 #include "shell.h"
 #include "test.h"
 #include "tiny_run.h"
@@ -229,6 +230,67 @@ TEST(sit_train_loss_falls_resume_is_exact_and_sample_writes_a_grid) {
     EXPECT(code == 1 && strstr(out, "aug.mixup") && strstr(out, "mixes no images"), "mixup: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train %s --set run.name=bad --set train.task=classify", sit_settings());
     EXPECT(code == 1 && strstr(out, "train.task"), "classify a SiT: exit %d:\n%s", code, out);
+}
+
+/* of a's tensors under prefix ("": the parameters, neither "optim." nor "ema."), how many differ
+ * from b's of the same name, bit for bit; -1 where b lacks one */
+static int tensors_differing(const st_file *a, const st_file *b, const char *prefix) {
+    int differ = 0;
+    for (int i = 0; i < a->n; i++) {
+        const st_entry *ea = &a->entries[i], *eb = st_find(b, ea->name);
+        bool params = !prefix[0] && strncmp(ea->name, "optim.", 6) && strncmp(ea->name, "ema.", 4);
+        if (!params && (!prefix[0] || strncmp(ea->name, prefix, strlen(prefix)))) continue;
+        if (!eb || eb->numel != ea->numel) return -1;
+        float *x = malloc(sizeof(float) * (size_t)ea->numel),
+              *y = malloc(sizeof(float) * (size_t)ea->numel);
+        bool same = st_to_f32(ea, x) && st_to_f32(eb, y) &&
+                    !memcmp(x, y, sizeof(float) * (size_t)ea->numel);
+        free(x), free(y);
+        differ += !same;
+    }
+    return differ;
+}
+
+/* train.init for a diffusion run: as the Attention Mediators' resolution fine-tune
+ * (train_256to512.py), the weights and the EMA each from the checkpoint's, the agent biases
+ * resized with align_corners=True, the fixed pos_embed the new model's own */
+TEST(sit_fine_tunes_from_a_checkpoint_as_the_mediators_do) {
+    const char *work = tiny_run_dir();
+    char out[16384];
+    /* at lr 0 and an EMA decay of 1 the fine-tuned run's weights and EMA stay the checkpoint's */
+    const char *still = "--set train.lr=0 --set train.min_lr=0 --set train.warmup_lr=0 --set "
+                        "ema.decay=1 --set ema.warmup=false --set run.stop_after_steps=1";
+    int code = run(out, sizeof(out),
+                   "./train %s --set run.name=sit_base --set run.stop_after_steps=3 && ./train %s "
+                   "--set run.name=sit_tuned --set train.init=%s/runs/sit_base/last.safetensors %s",
+                   sit_settings(), sit_settings(), work, still);
+    EXPECT(code == 0 && strstr(out, "note: train.init: the EMA starts from the checkpoint's\n"),
+           "exit %d:\n%s", code, out);
+    char path[600], err[512];
+    st_file base, tuned;
+    snprintf(path, sizeof(path), "%s/runs/sit_base/last.safetensors", work);
+    bool read_base = st_read(&base, path, err, sizeof(err));
+    snprintf(path, sizeof(path), "%s/runs/sit_tuned/last.safetensors", work);
+    bool read_tuned = read_base && st_read(&tuned, path, err, sizeof(err));
+    EXPECT(read_tuned, "%s", err);
+    if (read_tuned) {
+        int weights = tensors_differing(&base, &tuned, ""),
+            ema = tensors_differing(&base, &tuned, "ema.");
+        EXPECT(weights == 0 && ema == 0,
+               "%d parameters, %d EMA tensors differ from the checkpoint's", weights, ema);
+        st_close(&tuned);
+    }
+    if (read_base) st_close(&base);
+    /* 16 -> 32 pixels: 8 -> 16 patches a side */
+    code = run(out, sizeof(out),
+               "./train %s --set run.name=sit_larger --set model.img_size=32 --set "
+               "train.init=%s/runs/sit_base/last.safetensors %s",
+               sit_settings(), work, still);
+    EXPECT(code == 0 &&
+               strstr(out, "note: train.init: pos_embed: the model's own for its grid (fixed, not "
+                           "trained); blocks.0.attn.ah_bias and 7 more agent biases resized from 8 "
+                           "to 16 (linear, corners aligned); the EMA starts from the checkpoint's"),
+           "exit %d:\n%s", code, out);
 }
 
 /* model.arch "dit": DiT's loss falls, eval reports it, ./sample draws with DDPM (guided, respaced)

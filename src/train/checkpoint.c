@@ -219,12 +219,14 @@ static st_file parameters_view(const st_file *f) {
     return view;
 }
 
-bool checkpoint_init_weights(const char *path, bool ema, model *m, char *note, size_t note_len,
-                             char *err, size_t err_len) {
+bool checkpoint_init_weights(const char *path, bool from_ema, model *m, float *ema, bool *ema_set,
+                             char *note, size_t note_len, char *err, size_t err_len) {
     st_file f;
     char report[4096];
+    *ema_set = false;
     if (!read_checkpoint(&f, path, err, err_len)) return false;
-    if (ema && !checkpoint_has_ema(&f)) {
+    bool has_ema = checkpoint_has_ema(&f);
+    if (from_ema && !has_ema) {
         snprintf(err, err_len,
                  "%s has no EMA weights (train.init_ema): its run had ema.enabled false, or the "
                  "official checkpoint was converted without tools/convert_pth.py --ema",
@@ -232,10 +234,16 @@ bool checkpoint_init_weights(const char *path, bool ema, model *m, char *note, s
         st_close(&f);
         return false;
     }
-    st_file params = ema ? f : parameters_view(&f);
-    bool ok =
-        model_load_backbone(m, &params, ema ? EMA : "", note, note_len, report, sizeof(report));
-    if (!ema) free(params.entries);
+    bool ok = true;
+    if (ema && has_ema) { /* through m's parameters, which the weights then overwrite */
+        ok = model_load_backbone(m, &f, EMA, note, note_len, report, sizeof(report));
+        if (ok) m->ps.mem->copy(ema, m->ps.data, sizeof(float) * (size_t)m->ps.span);
+        *ema_set = ok;
+    }
+    st_file params = from_ema ? f : parameters_view(&f);
+    ok = ok && model_load_backbone(m, &params, from_ema ? EMA : "", note, note_len, report,
+                                   sizeof(report));
+    if (!from_ema) free(params.entries);
     st_close(&f);
     if (!ok) snprintf(err, err_len, "%s does not match the model:\n%s", path, report);
     return ok;

@@ -505,14 +505,18 @@ static void share_start(run *r) {
 
 /* train.init: a fine-tuning starts from another run's (or an official, converted) checkpoint's
  * parameters; a head for other classes starts afresh. (A resumed run has its own.) */
-static bool init_weights(run *r) {
+static bool init_weights(run *r, bool *ema_set) {
     char note[1024], err[4608];
-    if (!checkpoint_init_weights(r->t.init, r->t.init_ema, r->m, note, sizeof(note), err,
-                                 sizeof(err))) {
+    /* a diffusion run's EMA from the checkpoint's, as the mediators' resolution fine-tune */
+    float *ema = r->t.diffusion ? r->ema : NULL;
+    if (!checkpoint_init_weights(r->t.init, r->t.init_ema, r->m, ema, ema_set, note, sizeof(note),
+                                 err, sizeof(err))) {
         fprintf(stderr, "error: train.init: %s\n", err);
         return false;
     }
-    if (r->lead && note[0]) fprintf(stderr, "note: train.init: %s\n", note);
+    if (r->lead && (note[0] || *ema_set))
+        fprintf(stderr, "note: train.init: %s%s%s\n", note, note[0] && *ema_set ? "; " : "",
+                *ema_set ? "the EMA starts from the checkpoint's" : "");
     return true;
 }
 
@@ -542,13 +546,12 @@ static bool run_prepare(run *r, config *c, const train_options *o) {
     if (!open_datasets(r)) return false;
     r->m = model_create(&r->mc, t->seed);
     adamw_init(&r->opt, &r->m->ps, t->weight_decay, t->beta1, t->beta2, t->eps);
-    if (!o->resume && t->init[0] && !init_weights(r)) return false; /* (before the EMA's copy) */
     size_t param_bytes = sizeof(float) * (size_t)r->m->ps.span;
     const memory_ops *mem = r->m->ps.mem;
-    if (t->ema) {
-        r->ema = mem->alloc(param_bytes);
-        mem->copy(r->ema, r->m->ps.data, param_bytes);
-    }
+    if (t->ema) r->ema = mem->alloc(param_bytes);
+    bool ema_set = false;
+    if (!o->resume && t->init[0] && !init_weights(r, &ema_set)) return false;
+    if (r->ema && !ema_set) mem->copy(r->ema, r->m->ps.data, param_bytes);
     r->st = (train_state){.best_top1 = -1, .best_epoch = -1, .metrics_bytes = -1};
     if (o->resume && !resume_from(r, o->resume)) return false;
     r->train_l = loader_create(&r->train_ds, &r->ac, t->batch, true, t->workers, t->seed);

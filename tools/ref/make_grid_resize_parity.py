@@ -4,7 +4,9 @@ official fine-tuning scripts make them with F.interpolate (align_corners=False):
 pos_embed, load_pretrained of Agent attention (its ah/aw/ha/wa biases: linear along their grid axis,
 as (heads, agents, cells) rows), of Swin (relative_position_bias_table: bicubic over the (2w-1)^2
 grid of each head) and of FLatten (positional_encoding: bicubic over its grid of each channel), and
-the patch-embedding kernels (bicubic over each kernel)."""
+the patch-embedding kernels (bicubic over each kernel); and under "mediators.from:" / "mediators.to:"
+the agent biases as the Attention Mediators' resolution fine-tune of SiT resizes them
+(train_256to512.py: linear with align_corners=True)."""
 import sys
 
 import torch
@@ -31,11 +33,11 @@ def bias_table(t, size):
     return bicubic(t.t().reshape(1, -1, s, s), size).reshape(t.shape[1], -1).t()
 
 
-def agent_bias(t, size, axis):
+def agent_bias(t, size, axis, align_corners=False):
     """linear along axis (of 5), the other axes kept: the rows are (heads, agents) or heads x agents"""
     moved = t.movedim(axis, -1)
     rows = moved.reshape(-1, 1, moved.shape[-1])
-    out = F.interpolate(rows, size=size, mode="linear", align_corners=False)
+    out = F.interpolate(rows, size=size, mode="linear", align_corners=align_corners)
     return out.reshape(*moved.shape[:-1], size).movedim(-1, axis)
 
 
@@ -57,10 +59,18 @@ def main(path):
         ("blocks.0.attn.ha_bias", rand(1, 2, 7, 1, 3), lambda t: agent_bias(t, 12, 2)),
         ("blocks.0.attn.wa_bias", rand(1, 2, 1, 7, 3), lambda t: agent_bias(t, 12, 3)),
     ]
+    # the Attention Mediators' resolution fine-tune of SiT (train_256to512.py): align_corners=True
+    mediators = [
+        ("blocks.0.attn.ah_bias", rand(1, 2, 4, 4, 1), lambda t: agent_bias(t, 8, 3, True)),
+        ("blocks.0.attn.aw_bias", rand(1, 2, 4, 1, 4), lambda t: agent_bias(t, 8, 4, True)),
+        ("blocks.0.attn.ha_bias", rand(1, 2, 4, 1, 4), lambda t: agent_bias(t, 8, 2, True)),
+        ("blocks.0.attn.wa_bias", rand(1, 2, 1, 7, 4), lambda t: agent_bias(t, 3, 3, True)),
+    ]
     tensors = {}
-    for name, t, resize in cases:
-        tensors["from:" + name] = t
-        tensors["to:" + name] = resize(t)
+    for style, group in (("", cases), ("mediators.", mediators)):
+        for name, t, resize in group:
+            tensors[style + "from:" + name] = t
+            tensors[style + "to:" + name] = resize(t)
     st_io.save(path, tensors, {"torch": torch.__version__})
 
 
