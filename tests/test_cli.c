@@ -542,28 +542,6 @@ TEST(cli_ab_benches_two_revisions_in_turn) {
                strstr(out, "unknown model \"nosuch\""), "exit %d:\n%s", code, out);
 }
 
-/* the parameters of a (no "optim." or "ema." name) against b's tensors named prefix + the same
- * name: how many are equal within tol (relative to each value; 0: bit for bit), how many are not */
-static void compare_parameters(const st_file *a, const st_file *b, const char *prefix, double tol,
-                               int *equal, int *differ) {
-    *equal = *differ = 0;
-    for (int i = 0; i < a->n; i++) {
-        const st_entry *ea = &a->entries[i];
-        if (!strncmp(ea->name, "optim.", 6) || !strncmp(ea->name, "ema.", 4)) continue;
-        char name[300];
-        snprintf(name, sizeof(name), "%s%s", prefix, ea->name);
-        const st_entry *eb = st_find(b, name);
-        bool same = eb && eb->numel == ea->numel;
-        float *x = xmalloc(sizeof(float) * (size_t)ea->numel),
-              *y = xmalloc(sizeof(float) * (size_t)ea->numel);
-        same = same && st_to_f32(ea, x) && st_to_f32(eb, y);
-        for (int64_t j = 0; same && j < ea->numel; j++)
-            same = fabs(x[j] - y[j]) <= tol * fabs(y[j]);
-        free(x), free(y);
-        ++*(same ? equal : differ);
-    }
-}
-
 /* train.init: a run on other classes starts from a checkpoint's parameters, its head afresh */
 TEST(cli_fine_tuning_starts_from_a_checkpoint) {
     setup();
@@ -596,8 +574,8 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
         /* all but head.weight and head.bias equal the checkpoint's parameters bit for bit, and so
          * does the EMA, which starts from them (but for the rounding of its average's two terms) */
         int equal, differ, ema_equal, ema_differ;
-        compare_parameters(&base, &tuned, "", 0, &equal, &differ);
-        compare_parameters(&base, &tuned, "ema.", 1e-6, &ema_equal, &ema_differ);
+        tiny_run_compare(&base, "", &tuned, "", 0, &equal, &differ);
+        tiny_run_compare(&base, "", &tuned, "ema.", 1e-6, &ema_equal, &ema_differ);
         const st_entry *head = st_find(&tuned, "head.weight");
         EXPECT(head && head->shape[0] == 2 && differ == 2 && equal > 20 && ema_differ == 2 &&
                    ema_equal == equal,
@@ -625,8 +603,8 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
     EXPECT(read_tuned, "%s", err);
     if (read_tuned) {
         int from_ema, not_ema, from_weights, not_weights;
-        compare_parameters(&tuned, &base, "ema.", 0, &from_ema, &not_ema);
-        compare_parameters(&tuned, &base, "", 0, &from_weights, &not_weights);
+        tiny_run_compare(&tuned, "", &base, "ema.", 0, &from_ema, &not_ema);
+        tiny_run_compare(&tuned, "", &base, "", 0, &from_weights, &not_weights);
         EXPECT(not_ema == 0 && from_ema > 20 && not_weights > 10,
                "%d parameters equal the checkpoint's EMA, %d do not; %d differ from its weights",
                from_ema, not_ema, not_weights);

@@ -1,5 +1,6 @@
 #include "tiny_run.h"
 
+#include <math.h>
 #include <stb_image_write.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../src/core/check.h"
 #include "../src/core/rng.h"
+#include "../src/core/safetensors.h"
 #include "shell.h"
 
 static char work[256], config[300];
@@ -79,4 +82,25 @@ int tiny_run_step_losses(const char *run_dir, char losses[][32], int max) {
     }
     if (f) fclose(f);
     return n;
+}
+
+void tiny_run_compare(const st_file *a, const char *a_prefix, const st_file *b,
+                      const char *b_prefix, double tol, int *equal, int *differ) {
+    *equal = *differ = 0;
+    for (int i = 0; i < a->n; i++) {
+        const char *name = a->entries[i].name;
+        if (!strncmp(name, "optim.", 6) || !strncmp(name, "ema.", 4)) continue;
+        char a_name[300], b_name[300];
+        snprintf(a_name, sizeof(a_name), "%s%s", a_prefix, name);
+        snprintf(b_name, sizeof(b_name), "%s%s", b_prefix, name);
+        const st_entry *ea = st_find(a, a_name), *eb = st_find(b, b_name);
+        bool same = ea && eb && eb->numel == ea->numel;
+        float *x = same ? xmalloc(sizeof(float) * (size_t)ea->numel) : NULL,
+              *y = same ? xmalloc(sizeof(float) * (size_t)ea->numel) : NULL;
+        same = same && st_to_f32(ea, x) && st_to_f32(eb, y);
+        for (int64_t j = 0; same && j < ea->numel; j++)
+            same = fabs(x[j] - y[j]) <= tol * fabs(y[j]);
+        free(x), free(y);
+        ++*(same ? equal : differ);
+    }
 }

@@ -8,3 +8,10 @@ const char *tiny_run_dir(void);    /* holds train/, val/ and tiny.json */
 const char *tiny_run_config(void); /* tiny.json */
 /* the "loss" values of the step lines of RUN_DIR/metrics.jsonl, in order; returns their number */
 int tiny_run_step_losses(const char *run_dir, char losses[][32], int max);
+
+struct st_file;
+/* For each parameter name X of checkpoint a (neither "optim." nor "ema."), a's tensor a_prefix + X
+ * against b's b_prefix + X: how many are equal within tol (relative to each value; 0: bit for
+ * bit), how many are not (or missing from either) */
+void tiny_run_compare(const struct st_file *a, const char *a_prefix, const struct st_file *b,
+                      const char *b_prefix, double tol, int *equal, int *differ);
