@@ -563,14 +563,12 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
     EXPECT(code == 0 && strstr(out, "note: train.init: head.weight, head.bias start from their "
                                     "initial values (the file has no head for 2 classes)"),
            "exit %d:\n%s", code, out);
-    char path[600], err[512];
+    char runs[300], err[512];
+    snprintf(runs, sizeof(runs), "%s/runs", work);
     st_file base, tuned;
-    snprintf(path, sizeof(path), "%s/runs/base/last.safetensors", work);
-    bool read_base = st_read(&base, path, err, sizeof(err));
-    snprintf(path, sizeof(path), "%s/runs/tuned/last.safetensors", work);
-    bool read_tuned = read_base && st_read(&tuned, path, err, sizeof(err));
-    EXPECT(read_tuned, "%s", err);
-    if (read_tuned) {
+    bool read = tiny_run_read_pair(runs, "base", "tuned", &base, &tuned, err, sizeof(err));
+    EXPECT(read, "%s", err);
+    if (read) {
         /* all but head.weight and head.bias equal the checkpoint's parameters bit for bit, and so
          * does the EMA, which starts from them (but for the rounding of its average's two terms) */
         int equal, differ, ema_equal, ema_differ;
@@ -581,9 +579,8 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
                    ema_equal == equal,
                "head %lld wide; parameters: %d equal the checkpoint's, %d differ; EMA: %d, %d",
                head ? (long long)head->shape[0] : -1, equal, differ, ema_equal, ema_differ);
-        st_close(&tuned);
+        st_close(&tuned), st_close(&base);
     }
-    if (read_base) st_close(&base);
     /* the same classes: every tensor loads, no note */
     code = run(out, sizeof(out),
                "./train --config %s --out %s/runs --set run.name=same --set "
@@ -596,21 +593,17 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
                "train.init=%s/runs/base/last.safetensors --set train.init_ema=true %s",
                config_path(), work, work, still);
     EXPECT(code == 0, "exit %d:\n%s", code, out);
-    snprintf(path, sizeof(path), "%s/runs/base/last.safetensors", work);
-    read_base = st_read(&base, path, err, sizeof(err));
-    snprintf(path, sizeof(path), "%s/runs/from_ema/last.safetensors", work);
-    read_tuned = read_base && st_read(&tuned, path, err, sizeof(err));
-    EXPECT(read_tuned, "%s", err);
-    if (read_tuned) {
+    read = tiny_run_read_pair(runs, "base", "from_ema", &base, &tuned, err, sizeof(err));
+    EXPECT(read, "%s", err);
+    if (read) {
         int from_ema, not_ema, from_weights, not_weights;
         tiny_run_compare(&tuned, "", &base, "ema.", 0, &from_ema, &not_ema);
         tiny_run_compare(&tuned, "", &base, "", 0, &from_weights, &not_weights);
         EXPECT(not_ema == 0 && from_ema > 20 && not_weights > 10,
                "%d parameters equal the checkpoint's EMA, %d do not; %d differ from its weights",
                from_ema, not_ema, not_weights);
-        st_close(&tuned);
+        st_close(&tuned), st_close(&base);
     }
-    if (read_base) st_close(&base);
     code = run(
         out, sizeof(out),
         "./train --config %s --out %s/runs --set run.name=tuned_no_ema --set ema.enabled=false %s "
@@ -643,12 +636,9 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
                                     "file's 3 input channels for gray images"),
            "exit %d:\n%s", code, out);
     st_file rgb, gray;
-    snprintf(path, sizeof(path), "%s/runs/rgb/last.safetensors", work);
-    bool read_rgb = st_read(&rgb, path, err, sizeof(err));
-    snprintf(path, sizeof(path), "%s/runs/gray/last.safetensors", work);
-    bool read_gray = read_rgb && st_read(&gray, path, err, sizeof(err));
-    EXPECT(read_gray, "%s", err);
-    if (read_gray) {
+    read = tiny_run_read_pair(runs, "rgb", "gray", &rgb, &gray, err, sizeof(err));
+    EXPECT(read, "%s", err);
+    if (read) {
         const st_entry *w3 = st_find(&rgb, "patch_embed.proj.weight"),
                        *w1 = st_find(&gray, "patch_embed.proj.weight");
         float a[16 * 3 * 16], b[16 * 16];
@@ -660,9 +650,8 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
                 worst = fmax(worst, fabs(b[o * 16 + j] - (a[o * 48 + j] + a[o * 48 + 16 + j] +
                                                           a[o * 48 + 32 + j])));
         EXPECT(worst < 1e-6, "the gray kernels are off the sums of RGB's by %.2e", worst);
-        st_close(&gray);
+        st_close(&gray), st_close(&rgb);
     }
-    if (read_rgb) st_close(&rgb);
     /* and a fine-tuning of another model or of no file: an error naming each tensor, or the file
      * (another number of agents is another model, not another grid) */
     const char *refused[][2] = {

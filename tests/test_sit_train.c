@@ -247,22 +247,19 @@ TEST(sit_fine_tunes_from_a_checkpoint_as_the_mediators_do) {
                    sit_settings(), sit_settings(), work, still);
     EXPECT(code == 0 && strstr(out, "note: train.init: the EMA starts from the checkpoint's\n"),
            "exit %d:\n%s", code, out);
-    char path[600], err[512];
+    char runs[300], err[512];
+    snprintf(runs, sizeof(runs), "%s/runs", work);
     st_file base, tuned;
-    snprintf(path, sizeof(path), "%s/runs/sit_base/last.safetensors", work);
-    bool read_base = st_read(&base, path, err, sizeof(err));
-    snprintf(path, sizeof(path), "%s/runs/sit_tuned/last.safetensors", work);
-    bool read_tuned = read_base && st_read(&tuned, path, err, sizeof(err));
-    EXPECT(read_tuned, "%s", err);
-    if (read_tuned) {
+    bool read = tiny_run_read_pair(runs, "sit_base", "sit_tuned", &base, &tuned, err, sizeof(err));
+    EXPECT(read, "%s", err);
+    if (read) {
         int equal, weights, ema_equal, ema;
         tiny_run_compare(&base, "", &tuned, "", 0, &equal, &weights);
         tiny_run_compare(&base, "ema.", &tuned, "ema.", 0, &ema_equal, &ema);
         EXPECT(weights == 0 && ema == 0 && equal > 20 && ema_equal == equal,
                "%d parameters, %d EMA tensors differ from the checkpoint's", weights, ema);
-        st_close(&tuned);
+        st_close(&tuned), st_close(&base);
     }
-    if (read_base) st_close(&base);
     /* 16 -> 32 pixels: 8 -> 16 patches a side */
     code = run(out, sizeof(out),
                "./train %s --set run.name=sit_larger --set model.img_size=32 --set "

@@ -104,3 +104,14 @@ void tiny_run_compare(const st_file *a, const char *a_prefix, const st_file *b,
         ++*(same ? equal : differ);
     }
 }
+
+bool tiny_run_read_pair(const char *runs, const char *a_run, const char *b_run, st_file *a,
+                        st_file *b, char *err, size_t err_len) {
+    char path[600];
+    snprintf(path, sizeof(path), "%s/%s/last.safetensors", runs, a_run);
+    if (!st_read(a, path, err, err_len)) return false;
+    snprintf(path, sizeof(path), "%s/%s/last.safetensors", runs, b_run);
+    if (st_read(b, path, err, err_len)) return true;
+    st_close(a);
+    return false;
+}

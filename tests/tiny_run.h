@@ -4,12 +4,19 @@
  * that goes away when the test process exits. */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
+
 const char *tiny_run_dir(void);    /* holds train/, val/ and tiny.json */
 const char *tiny_run_config(void); /* tiny.json */
 /* the "loss" values of the step lines of RUN_DIR/metrics.jsonl, in order; returns their number */
 int tiny_run_step_losses(const char *run_dir, char losses[][32], int max);
 
 struct st_file;
+/* RUNS/A/last.safetensors and RUNS/B/last.safetensors into a and b: both (true) or neither (err
+ * says why) */
+bool tiny_run_read_pair(const char *runs, const char *a_run, const char *b_run, struct st_file *a,
+                        struct st_file *b, char *err, size_t err_len);
 /* For each parameter name X of checkpoint a (neither "optim." nor "ema."), a's tensor a_prefix + X
  * against b's b_prefix + X: how many are equal within tol (relative to each value; 0: bit for
  * bit), how many are not (or missing from either) */
