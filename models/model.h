@@ -112,9 +112,10 @@ bool model_load_state(model *m, const st_file *f, const char *prefix, char *repo
 /* The same for a fine-tuning's start: a classifier whose head the file lacks or holds for other
  * classes keeps the head's initial values, a tensor laid over the input's grid for another input
  * size or window is resized to the model's, as the official fine-tuning scripts do
- * (grid_resample.h), and the first convolution of an RGB model is summed over its channels for
- * gray images, as timm does; note says which, in a sentence ("" where every tensor loaded as it
- * is). */
+ * (grid_resample.h: a diffusion model's as the Attention Mediators' script), a frozen one (SiT's
+ * sin-cos pos_embed) for another grid keeps the model's own values, and the first convolution of
+ * an RGB model is summed over its channels for gray images, as timm does; note says which, in a
+ * sentence ("" where every tensor loaded as it is). */
 bool model_load_backbone(model *m, const st_file *f, const char *prefix, char *note,
                          size_t note_len, char *report, size_t len);
 
