@@ -238,6 +238,9 @@ TEST(cli_bad_inputs_name_the_problem) {
         {"--device tpu", "--device tpu: expected cpu, cuda or cuda:N", 2},
         {"--device cuda:4294967296", "--device cuda:4294967296: expected cpu, cuda or cuda:N", 2},
         {"--set 'aug.randaugment=\"rand-n99999-m9-inc1\"'", "(n at most 16;", 1},
+        /* a run in a folder other than --out's */
+        {"--set run.name=../elsewhere", "run.name: \"../elsewhere\" is not a folder name", 1},
+        {"--set run.name=a/b", "run.name: \"a/b\" is not a folder name", 1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int code = run(out, sizeof(out), "./train --config %s --out %s/runs --set run.name=bad %s --quiet",

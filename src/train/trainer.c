@@ -124,6 +124,13 @@ static void train_config_read(train_config *t, config *c, const model_config *mc
     t->ema_decay = config_float(c, "ema.decay", 0.9999, 0, 1);
     t->ema_warmup = config_bool(c, "ema.warmup", false);
     t->run_name = config_str(c, "run.name", model_name, NULL);
+    /* one folder under run.out: a path would put the run elsewhere than --out says */
+    if (!t->run_name[0] || strchr(t->run_name, '/') || !strcmp(t->run_name, ".") ||
+        !strcmp(t->run_name, ".."))
+        config_error("run.name",
+                     "\"%s\" is not a folder name (one, not '.' or '..', without '/'); "
+                     "run.out or --out says where runs go",
+                     t->run_name);
     t->out = config_str(c, "run.out", "checkpoints", NULL);
     t->log_every = config_int(c, "run.log_every", 50, 1, 1 << 30);
     t->stop_after = config_int(c, "run.stop_after_steps", 0, 0, 2147483647);
