@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../src/core/check.h"
+#include "../src/core/params.h"
 
 /* the weights of the 4 source cells around output cell o (of out) and the first one's index */
 static int cubic_taps(int o, int in, int out, double w[4]) {
@@ -70,11 +71,6 @@ static bool is_pos_embed(const char *name) {
            (!name[9] || (isdigit((unsigned char)name[9]) && !name[10]));
 }
 
-static bool ends_with(const char *name, const char *suffix) {
-    size_t n = strlen(name), k = strlen(suffix);
-    return n >= k && !strcmp(name + n - k, suffix);
-}
-
 /* the side of a square grid of n cells after at most `most` leading cells (their count in lead);
  * 0 where there is none */
 static int grid_side(int64_t n, int most, int *lead) {
@@ -93,7 +89,7 @@ static int agent_bias_axis(const char *name) {
         int axis;
     } biases[] = {{".ah_bias", 3}, {".aw_bias", 4}, {".ha_bias", 2}, {".wa_bias", 3}};
     for (size_t i = 0; i < sizeof(biases) / sizeof(biases[0]); i++)
-        if (ends_with(name, biases[i].suffix)) return biases[i].axis;
+        if (param_name_ends_with(name, biases[i].suffix)) return biases[i].axis;
     return -1;
 }
 
@@ -103,21 +99,22 @@ bool grid_resize_plan(const char *name, int ndim, const int64_t *from, const int
     bool mediators = style == RESIZE_AS_MEDIATORS;
     *r = (grid_resize){.outer = 1, .inner = 1, .bicubic = true};
     if (!mediators && ndim == 3 &&
-        (is_pos_embed(name) || ends_with(name, ".positional_encoding"))) {
+        (is_pos_embed(name) || param_name_ends_with(name, ".positional_encoding"))) {
         int most = is_pos_embed(name), lead0;
         grid_axis = 1;
         r->what = "position embeddings", r->inner = to[2];
         r->n0 = grid_side(from[1], most, &lead0);
         r->n1 = grid_side(to[1], most, &r->lead);
         if (lead0 != r->lead) return false;
-    } else if (!mediators && ndim == 2 && ends_with(name, ".relative_position_bias_table")) {
+    } else if (!mediators && ndim == 2 &&
+               param_name_ends_with(name, ".relative_position_bias_table")) {
         int lead0;
         grid_axis = 0;
         r->what = "relative position bias tables", r->inner = to[1];
         r->n0 = grid_side(from[0], 0, &lead0);
         r->n1 = grid_side(to[0], 0, &r->lead);
     } else if (!mediators && ndim == 4 && strstr(name, "patch_embed") &&
-               ends_with(name, ".proj.weight")) {
+               param_name_ends_with(name, ".proj.weight")) {
         if (from[2] != from[3] || to[2] != to[3] || from[0] != to[0] || from[1] != to[1])
             return false;
         r->what = "patch-embedding kernels", r->outer = to[0] * to[1];

@@ -115,6 +115,11 @@ tensor *params_find(const param_store *ps, const char *name) {
     return NULL;
 }
 
+bool param_name_ends_with(const char *name, const char *suffix) {
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && !strcmp(name + n - k, suffix);
+}
+
 void params_set_init(param_store *ps, const tensor *t, init_kind kind, float a) {
     for (int i = 0; i < ps->n; i++)
         if (ps->params[i] == t) {

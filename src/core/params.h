@@ -63,3 +63,6 @@ const float *params_read(const param_store *ps, float *host, const float *src, i
 /* n host floats into dst in the store's memory (the inverse of params_read). */
 void params_write(const param_store *ps, float *dst, const float *host, int64_t n);
 tensor *params_find(const param_store *ps, const char *name);
+/* whether a parameter's name ends with suffix: the module attribute it names (".bias",
+ * ".relative_position_bias_table"), whatever module holds it */
+bool param_name_ends_with(const char *name, const char *suffix);

@@ -7,17 +7,12 @@
 #include "../core/memory.h"
 #include "../ops/kernels.h"
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 bool param_decays(const tensor *p) {
-    if (p->ndim <= 1 || ends_with(p->name, ".bias")) return false;
+    if (p->ndim <= 1 || param_name_ends_with(p->name, ".bias")) return false;
     static const char *const no_decay[] = {"pos_embed", "cls_token", "relative_position_bias_table",
                                            "absolute_pos_embed"};
     for (size_t i = 0; i < sizeof(no_decay) / sizeof(no_decay[0]); i++)
-        if (ends_with(p->name, no_decay[i])) return false;
+        if (param_name_ends_with(p->name, no_decay[i])) return false;
     return true;
 }
 
