@@ -345,6 +345,23 @@ TEST(cli_bad_data_and_checkpoints) {
            "exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./eval --ckpt %s", work);
     EXPECT(code == 1 && strstr(out, "is a directory, not a file"), "eval --ckpt DIR: exit %d:\n%s", code, out);
+    /* a checkpoint of another vitc format, to eval, to resume, and as a fine-tuning's start */
+    const char *newer_says =
+        "newer.safetensors: format \"vitc-checkpoint-2\", which this vitc cannot read";
+    code = run(out, sizeof(out),
+               "sed 's/\"vitc-checkpoint-1\"/\"vitc-checkpoint-2\"/' %s > %s/newer.safetensors",
+               ckpt, work);
+    EXPECT(code == 0, "%s", out);
+    code = run(out, sizeof(out), "./eval --ckpt %s/newer.safetensors", work);
+    EXPECT(code == 1 && strstr(out, newer_says), "eval: exit %d:\n%s", code, out);
+    code = run(out, sizeof(out), "./train --resume %s/newer.safetensors", work);
+    EXPECT(code == 1 && strstr(out, newer_says), "train --resume: exit %d:\n%s", code, out);
+    code = run(out, sizeof(out),
+               "./train --config %s --out %s/runs --set run.name=newer --set "
+               "train.init=%s/newer.safetensors "
+               "--quiet",
+               config_path(), work, work);
+    EXPECT(code == 1 && strstr(out, newer_says), "train.init: exit %d:\n%s", code, out);
     code = run(out, sizeof(out), "./train --resume %s", cut);
     EXPECT(code == 1 && strstr(out, "cut.safetensors"), "exit %d:\n%s", code, out);
     /* class folders whose sorted order gives a class another's label, against the training data's

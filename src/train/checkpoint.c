@@ -11,6 +11,9 @@
 #define OPT_M "optim.exp_avg."
 #define OPT_V "optim.exp_avg_sq."
 #define EMA "ema."
+/* the header's "format": what this build writes and reads, of its family's */
+#define FORMAT_FAMILY "vitc-checkpoint-"
+#define CHECKPOINT_FORMAT FORMAT_FAMILY "1"
 
 bool checkpoint_save(const char *path, const model *m, const char *config_json,
                      const char *classes_json, const adamw *opt, const float *ema,
@@ -53,7 +56,7 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
              st->epoch, (long long)st->step, st->best_top1, st->best_epoch,
              (long long)(opt ? opt->step : 0), st->epoch_loss_sum, st->epoch_batches,
              st->epoch_skipped, (long long)st->metrics_bytes, st->steps_per_epoch);
-    st_add_meta(&w, "format", "vitc-checkpoint-1");
+    st_add_meta(&w, "format", CHECKPOINT_FORMAT);
     st_add_meta(&w, "config", config_json);
     st_add_meta(&w, "train_state", state);
     if (classes_json) st_add_meta(&w, "classes", classes_json);
@@ -65,9 +68,20 @@ bool checkpoint_save(const char *path, const model *m, const char *config_json,
     return ok;
 }
 
-/* st_read, whose error adds, for a file torch.save wrote (a zip, or a pickle), how to convert it */
+/* st_read, whose error adds, for a file torch.save wrote (a zip, or a pickle), how to convert it;
+ * a checkpoint of another vitc format is refused, as its tensors or train_state would be misread
+ * (other writers' formats, such as safetensors' "pt", pass: their names decide) */
 static bool read_checkpoint(st_file *f, const char *path, char *err, size_t err_len) {
-    if (st_read(f, path, err, err_len)) return true;
+    if (st_read(f, path, err, err_len)) {
+        const char *format = st_meta(f, "format");
+        if (!format || strncmp(format, FORMAT_FAMILY, strlen(FORMAT_FAMILY)) ||
+            !strcmp(format, CHECKPOINT_FORMAT))
+            return true;
+        snprintf(err, err_len, "%s: format \"%s\", which this vitc cannot read (it reads \"%s\")",
+                 path, format, CHECKPOINT_FORMAT);
+        st_close(f);
+        return false;
+    }
     unsigned char magic[4] = {0};
     FILE *file = fopen(path, "rb");
     size_t got = file ? fread(magic, 1, sizeof(magic), file) : 0;
