@@ -112,8 +112,6 @@ typedef struct {
     int n0, n1, count;
 } resize_group;
 
-enum { MAX_RESIZE_GROUPS = 16 };
-
 static void note_resized(resize_group *groups, int *n, const char *name, const grid_resize *r) {
     for (int i = 0; i < *n; i++)
         if (!strcmp(groups[i].what, r->what) && groups[i].n0 == r->n0 && groups[i].n1 == r->n1) {
@@ -123,8 +121,7 @@ static void note_resized(resize_group *groups, int *n, const char *name, const g
     const char *method = r->bicubic           ? "bicubic"
                          : r->corners_aligned ? "linear, corners aligned"
                                               : "linear";
-    if (*n < MAX_RESIZE_GROUPS)
-        groups[(*n)++] = (resize_group){name, r->what, method, r->bicubic, r->n0, r->n1, 1};
+    groups[(*n)++] = (resize_group){name, r->what, method, r->bicubic, r->n0, r->n1, 1};
 }
 
 static void write_resize_note(const resize_group *groups, int n, char *note, size_t len) {
@@ -193,7 +190,7 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
     const char *head = classifier ? "head." : NULL;
     resize_style style = classifier ? RESIZE_AS_CLASSIFIERS : RESIZE_AS_MEDIATORS;
     char kept[256] = "", own[256] = "";
-    resize_group resized[MAX_RESIZE_GROUPS];
+    resize_group *resized = xmalloc(sizeof(resize_group) * (size_t)m->ps.n); /* a group a tensor at most */
     int groups = 0;
     grid_resize plan;
     size_t plen = strlen(prefix);
@@ -268,6 +265,7 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
         report_add(note, note_len, "%s%s", note[0] ? "; " : "", line);
     }
     write_resize_note(resized, groups, note, note_len);
+    free(resized);
     if (kept[0]) {
         char line[400];
         snprintf(line, sizeof(line),
