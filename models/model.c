@@ -175,8 +175,25 @@ static void make_gray(const void *how, const float *src, float *dst) {
         }
 }
 
-/* model_load_state; for a fine-tuning's start (fine_tune) a classifier's head the file lacks or
- * holds for other classes keeps its values, a tensor laid over another grid is resized
+/* the official fine-tuning script, of those that set a head for other classes to 0 (the file's
+ * head deleted, weight and bias zeroed: Swin's load_pretrained, copied by Agent-Attention's and
+ * FLatten's for all their backbones), that fine-tunes c; NULL: DeiT's and PVT's main.py --finetune
+ * and CSwin's finetune.py, which keep the new model's initial head */
+static const char *head_zeroing_script(const model_config *c) {
+    bool agent = false, flatten = false;
+    for (int s = 0; s < c->n_stages; s++)
+        for (int b = 0; b < c->depths[s]; b++) {
+            agent |= c->attn[s][b] == ATTN_AGENT;
+            flatten |= c->attn[s][b] == ATTN_FLATTEN;
+        }
+    if (agent) return "Agent-Attention's load_pretrained";
+    if (flatten) return "FLatten's load_pretrained";
+    if (!strcmp(c->arch, "swin")) return "Swin's load_pretrained";
+    return NULL;
+}
+
+/* model_load_state; for a fine-tuning's start (fine_tune) a classifier's head the file lacks keeps
+ * its values, one it holds for other classes too or is set to 0 (head_zeroing_script), a tensor laid over another grid is resized
  * (grid_resize), a frozen one for another grid (SiT's sin-cos pos_embed) is the model's own and an
  * RGB stem made gray, each said in note */
 static bool load_state(model *m, const st_file *f, const char *prefix, bool fine_tune, char *note,
@@ -189,7 +206,9 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
     bool classifier = fine_tune && !model_is_diffusion(&m->cfg);
     const char *head = classifier ? "head." : NULL;
     resize_style style = classifier ? RESIZE_AS_CLASSIFIERS : RESIZE_AS_MEDIATORS;
-    char kept[256] = "", own[256] = "";
+    const char *zeroing = classifier ? head_zeroing_script(&m->cfg) : NULL;
+    char kept[256] = "", zeroed[256] = "", own[256] = "";
+    int file_classes = 0;
     resize_group *resized = xmalloc(sizeof(resize_group) * (size_t)m->ps.n); /* a group a tensor at most */
     int groups = 0;
     grid_resize plan;
@@ -205,7 +224,15 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
         bool same = e && e->ndim == t->ndim && e->numel == t->numel;
         for (int d = 0; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
         if (!same && head && !strncmp(t->name, head, strlen(head))) {
-            report_add(kept, sizeof(kept), "%s%s", kept[0] ? ", " : "", t->name);
+            if (e && zeroing) { /* the file's head is for other classes (not absent) */
+                float *zeros = xcalloc((size_t)t->numel, sizeof(float));
+                params_write(&m->ps, t->data, zeros, t->numel);
+                free(zeros);
+                report_add(zeroed, sizeof(zeroed), "%s%s", zeroed[0] ? ", " : "", t->name);
+                file_classes = (int)e->shape[0];
+            } else {
+                report_add(kept, sizeof(kept), "%s%s", kept[0] ? ", " : "", t->name);
+            }
             continue;
         }
         if (!same && e && classifier && m->bb->first_conv && !strcmp(t->name, m->bb->first_conv) &&
@@ -266,6 +293,13 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
     }
     write_resize_note(resized, groups, note, note_len);
     free(resized);
+    if (zeroed[0]) {
+        char line[400];
+        snprintf(line, sizeof(line),
+                 "%s set to 0 (the file's head is for %d classes, the model's for %d), as %s does",
+                 zeroed, file_classes, m->cfg.num_classes, zeroing);
+        report_add(note, note_len, "%s%s", note[0] ? "; " : "", line);
+    }
     if (kept[0]) {
         char line[400];
         snprintf(line, sizeof(line),

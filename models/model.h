@@ -109,8 +109,10 @@ void model_free(model *m);
  * Every missing, unexpected (under prefix) or mis-shaped tensor is listed in report, one per line;
  * returns false if there was any. */
 bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len);
-/* The same for a fine-tuning's start: a classifier whose head the file lacks or holds for other
- * classes keeps the head's initial values, a tensor laid over the input's grid for another input
+/* The same for a fine-tuning's start: a classifier whose head the file lacks keeps the head's
+ * initial values, one whose head the file holds for other classes starts it as its official
+ * fine-tuning does (0 for Swin and any model with Agent or FLatten attention, else the initial
+ * values), a tensor laid over the input's grid for another input
  * size or window is resized to the model's, as the official fine-tuning scripts do
  * (grid_resample.h: a diffusion model's as the Attention Mediators' script), a frozen one (SiT's
  * sin-cos pos_embed) for another grid keeps the model's own values, and the first convolution of

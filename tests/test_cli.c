@@ -562,7 +562,8 @@ TEST(cli_ab_benches_two_revisions_in_turn) {
                strstr(out, "unknown model \"nosuch\""), "exit %d:\n%s", code, out);
 }
 
-/* train.init: a run on other classes starts from a checkpoint's parameters, its head afresh */
+/* train.init: a run on other classes starts from a checkpoint's parameters, its head afresh: set
+ * to 0 as Agent-Attention's fine-tuning does, or DeiT's initial head */
 TEST(cli_fine_tuning_starts_from_a_checkpoint) {
     setup();
     char out[16384];
@@ -580,8 +581,10 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
             "./train --config %s --out %s/runs --set run.name=tuned --set data.train=%s/two/train "
             "--set model.num_classes=2 --set train.init=%s/runs/base/last.safetensors %s",
             config_path(), work, work, work, still);
-    EXPECT(code == 0 && strstr(out, "note: train.init: head.weight, head.bias start from their "
-                                    "initial values (the file has no head for 2 classes)"),
+    EXPECT(code == 0 &&
+               strstr(out, "note: train.init: head.weight, head.bias set to 0 (the file's head "
+                           "is for 3 classes, the model's for 2), as Agent-Attention's "
+                           "load_pretrained does"),
            "exit %d:\n%s", code, out);
     char runs[300], err[512];
     snprintf(runs, sizeof(runs), "%s/runs", work);
@@ -599,6 +602,27 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
                    ema_equal == equal,
                "head %lld wide; parameters: %d equal the checkpoint's, %d differ; EMA: %d, %d",
                head ? (long long)head->shape[0] : -1, equal, differ, ema_equal, ema_differ);
+        EXPECT(tiny_run_abs_max(&tuned, "head.weight") == 0 &&
+                   tiny_run_abs_max(&tuned, "head.bias") == 0,
+               "the head is 0 at lr 0: |head.weight| up to %g, |head.bias| up to %g",
+               tiny_run_abs_max(&tuned, "head.weight"), tiny_run_abs_max(&tuned, "head.bias"));
+        st_close(&tuned), st_close(&base);
+    }
+    /* the same with native attention (DeiT's main.py --finetune): the model's initial head */
+    code =
+        run(out, sizeof(out),
+            "./train --config %s --out %s/runs --set run.name=base_native --set model.attn=native "
+            "--set run.stop_after_steps=1 --quiet && ./train --config %s --out %s/runs --set "
+            "run.name=tuned_native --set model.attn=native --set data.train=%s/two/train --set "
+            "model.num_classes=2 --set train.init=%s/runs/base_native/last.safetensors %s",
+            config_path(), work, config_path(), work, work, work, still);
+    EXPECT(code == 0 && strstr(out, "note: train.init: head.weight, head.bias start from their "
+                                    "initial values (the file has no head for 2 classes)"),
+           "exit %d:\n%s", code, out);
+    read = tiny_run_read_pair(runs, "base_native", "tuned_native", &base, &tuned, err, sizeof(err));
+    EXPECT(read, "%s", err);
+    if (read) {
+        EXPECT(tiny_run_abs_max(&tuned, "head.weight") > 0, "DeiT's initial head is not 0");
         st_close(&tuned), st_close(&base);
     }
     /* the same classes: every tensor loads, no note */

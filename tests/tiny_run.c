@@ -115,3 +115,13 @@ bool tiny_run_read_pair(const char *runs, const char *a_run, const char *b_run, 
     st_close(a);
     return false;
 }
+
+double tiny_run_abs_max(const st_file *f, const char *name) {
+    const st_entry *e = st_find(f, name);
+    if (!e) return -1;
+    float *x = xmalloc(sizeof(float) * (size_t)e->numel);
+    double most = st_to_f32(e, x) ? 0 : -1;
+    for (int64_t j = 0; most >= 0 && j < e->numel; j++) most = fmax(most, fabs(x[j]));
+    free(x);
+    return most;
+}

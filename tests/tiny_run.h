@@ -22,3 +22,5 @@ bool tiny_run_read_pair(const char *runs, const char *a_run, const char *b_run, 
  * bit), how many are not (or missing from either) */
 void tiny_run_compare(const struct st_file *a, const char *a_prefix, const struct st_file *b,
                       const char *b_prefix, double tol, int *equal, int *differ);
+/* the largest |value| of f's tensor name; -1 when f has none */
+double tiny_run_abs_max(const struct st_file *f, const char *name);
