@@ -193,9 +193,9 @@ static const char *head_zeroing_script(const model_config *c) {
 }
 
 /* model_load_state; for a fine-tuning's start (fine_tune) a classifier's head the file lacks keeps
- * its values, one it holds for other classes too or is set to 0 (head_zeroing_script), a tensor laid over another grid is resized
- * (grid_resize), a frozen one for another grid (SiT's sin-cos pos_embed) is the model's own and an
- * RGB stem made gray, each said in note */
+ * its values, one it holds for other classes too or is set to 0 (head_zeroing_script), a tensor
+ * laid over another grid is resized (grid_resize), a frozen one for another grid (SiT's sin-cos
+ * pos_embed) is the model's own and an RGB stem made gray, each said in note */
 static bool load_state(model *m, const st_file *f, const char *prefix, bool fine_tune, char *note,
                        size_t note_len, char *report, size_t len) {
     report[0] = 0;
