@@ -192,12 +192,35 @@ static const char *head_zeroing_script(const model_config *c) {
     return NULL;
 }
 
+/* the head's rows (how: a head_pick) from the file's, row i from row rows[i] */
+typedef struct {
+    const int *rows;
+    int n;
+    size_t row_floats;
+} head_pick;
+
+static void make_picked(const void *how, const float *src, float *dst) {
+    const head_pick *pick = how;
+    for (int i = 0; i < pick->n; i++)
+        memcpy(dst + (size_t)i * pick->row_floats, src + (size_t)pick->rows[i] * pick->row_floats,
+               sizeof(float) * pick->row_floats);
+}
+
+/* whether e holds rows of the width of t's */
+static bool same_rows(const tensor *t, const st_entry *e) {
+    bool same = e->ndim == t->ndim;
+    for (int d = 1; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
+    return same;
+}
+
 /* model_load_state; for a fine-tuning's start (fine_tune) a classifier's head the file lacks keeps
- * its values, one it holds for other classes too or is set to 0 (head_zeroing_script), a tensor
- * laid over another grid is resized (grid_resize), a frozen one for another grid (SiT's sin-cos
- * pos_embed) is the model's own and an RGB stem made gray, each said in note */
-static bool load_state(model *m, const st_file *f, const char *prefix, bool fine_tune, char *note,
-                       size_t note_len, char *report, size_t len) {
+ * its values, one it holds takes the rows head_rows names where given, else one it holds for other
+ * classes too or is set to 0 (head_zeroing_script), a tensor laid over another grid is resized
+ * (grid_resize), a frozen one for another grid (SiT's sin-cos pos_embed) is the model's own and an
+ * RGB stem made gray, each said in note */
+static bool load_state(model *m, const st_file *f, const char *prefix, bool fine_tune,
+                       const int *head_rows, char *note, size_t note_len, char *report,
+                       size_t len) {
     report[0] = 0;
     if (note) note[0] = 0;
     /* a classifier's head ("head.weight", "head.bias" in every backbone) is as wide as its
@@ -207,7 +230,7 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
     const char *head = classifier ? "head." : NULL;
     resize_style style = classifier ? RESIZE_AS_CLASSIFIERS : RESIZE_AS_MEDIATORS;
     const char *zeroing = classifier ? head_zeroing_script(&m->cfg) : NULL;
-    char kept[256] = "", zeroed[256] = "", own[256] = "";
+    char kept[256] = "", zeroed[256] = "", picked[256] = "", own[256] = "";
     int file_classes = 0;
     resize_group *resized = xmalloc(sizeof(resize_group) * (size_t)m->ps.n); /* a group a tensor at most */
     int groups = 0;
@@ -223,7 +246,20 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
         for (int d = 0; d < t->ndim; d++) want[d] = t->shape[d];
         bool same = e && e->ndim == t->ndim && e->numel == t->numel;
         for (int d = 0; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
-        if (!same && head && !strncmp(t->name, head, strlen(head))) {
+        bool in_head = head && !strncmp(t->name, head, strlen(head));
+        if (in_head && head_rows && e && same_rows(t, e)) {
+            head_pick pick = {head_rows, t->shape[0], (size_t)(t->numel / t->shape[0])};
+            if (load_made(&m->ps, t, e, make_picked, &pick)) {
+                report_add(picked, sizeof(picked), "%s%s", picked[0] ? ", " : "", t->name);
+                file_classes = (int)e->shape[0];
+            } else {
+                report_add(report, len, "  unsupported dtype %s for %s\n", st_dtype_name(e->dtype),
+                           key);
+                problems++;
+            }
+            continue;
+        }
+        if (!same && in_head) {
             if (e && zeroing) { /* the file's head is for other classes (not absent) */
                 float *zeros = xcalloc((size_t)t->numel, sizeof(float));
                 params_write(&m->ps, t->data, zeros, t->numel);
@@ -293,6 +329,12 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
     }
     write_resize_note(resized, groups, note, note_len);
     free(resized);
+    if (picked[0]) {
+        char line[400];
+        snprintf(line, sizeof(line), "%s: the class map's rows of the file's head for %d classes",
+                 picked, file_classes);
+        report_add(note, note_len, "%s%s", note[0] ? "; " : "", line);
+    }
     if (zeroed[0]) {
         char line[400];
         snprintf(line, sizeof(line),
@@ -311,12 +353,12 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
 }
 
 bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len) {
-    return load_state(m, f, prefix, false, NULL, 0, report, len);
+    return load_state(m, f, prefix, false, NULL, NULL, 0, report, len);
 }
 
-bool model_load_backbone(model *m, const st_file *f, const char *prefix, char *note,
-                         size_t note_len, char *report, size_t len) {
-    return load_state(m, f, prefix, true, note, note_len, report, len);
+bool model_load_backbone(model *m, const st_file *f, const char *prefix, const int *head_rows,
+                         char *note, size_t note_len, char *report, size_t len) {
+    return load_state(m, f, prefix, true, head_rows, note, note_len, report, len);
 }
 
 tensor *model_classify(const nn_linear *head, tensor *pooled, const forward_opts *o) {

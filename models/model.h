@@ -110,16 +110,17 @@ void model_free(model *m);
  * returns false if there was any. */
 bool model_load_state(model *m, const st_file *f, const char *prefix, char *report, size_t len);
 /* The same for a fine-tuning's start: a classifier whose head the file lacks keeps the head's
- * initial values, one whose head the file holds for other classes starts it as its official
- * fine-tuning does (0 for Swin and any model with Agent or FLatten attention, else the initial
- * values), a tensor laid over the input's grid for another input
- * size or window is resized to the model's, as the official fine-tuning scripts do
- * (grid_resample.h: a diffusion model's as the Attention Mediators' script), a frozen one (SiT's
- * sin-cos pos_embed) for another grid keeps the model's own values, and the first convolution of
- * an RGB model is summed over its channels for gray images, as timm does; note says which, in a
- * sentence ("" where every tensor loaded as it is). */
-bool model_load_backbone(model *m, const st_file *f, const char *prefix, char *note,
-                         size_t note_len, char *report, size_t len);
+ * initial values; with head_rows (a class map: a row of the file's head for each class) its head
+ * takes those rows; without, one whose head the file holds for other classes starts as its official
+ * fine-tuning starts it (0 for Swin and any model with Agent or FLatten attention, else the initial
+ * values). A tensor laid over the input's grid for another input size or window is resized to the
+ * model's, as the official fine-tuning scripts do (grid_resample.h: a diffusion model's as the
+ * Attention Mediators' script), a frozen one (SiT's sin-cos pos_embed) for another grid keeps the
+ * model's own values, and the first convolution of an RGB model is summed over its channels for
+ * gray images, as timm does; note says which, in a sentence ("" where every tensor loaded as it
+ * is). */
+bool model_load_backbone(model *m, const st_file *f, const char *prefix, const int *head_rows,
+                         char *note, size_t note_len, char *report, size_t len);
 
 /* MACs of one forward of one image at the configured size (fvcore-style, see op_macs). */
 double model_macs(model *m);

@@ -627,6 +627,37 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
         EXPECT(tiny_run_abs_max(&tuned, "head.weight") > 0, "DeiT's initial head is not 0");
         st_close(&tuned), st_close(&base);
     }
+    /* train.init_class_map: each class's row of the head from the row of the file's it names */
+    code = run(out, sizeof(out),
+               "printf '2\n\n0\n' > %s/map && ./train --config %s --out %s/runs --set "
+               "run.name=mapped --set data.train=%s/two/train --set model.num_classes=2 --set "
+               "train.init=%s/runs/base/last.safetensors --set train.init_class_map=%s/map %s",
+               work, config_path(), work, work, work, work, still);
+    EXPECT(code == 0 && strstr(out, "note: train.init: head.weight, head.bias: the class map's "
+                                    "rows of the file's head for 3 classes"),
+           "exit %d:\n%s", code, out);
+    read = tiny_run_read_pair(runs, "base", "mapped", &base, &tuned, err, sizeof(err));
+    EXPECT(read, "%s", err);
+    if (read) {
+        const char *head[] = {"head.weight", "head.bias"};
+        for (int i = 0; i < 2; i++) {
+            int rows[] = {2, 0};
+            EXPECT(tiny_run_rows_equal(&tuned, &base, head[i], rows, 2),
+                   "%s: not rows 2 and 0 of "
+                   "the checkpoint's",
+                   head[i]);
+        }
+        st_close(&tuned), st_close(&base);
+    }
+    code = run(out, sizeof(out),
+               "printf '2\n3\n' > %s/map && ./train --config %s --out %s/runs --set "
+               "run.name=mapped --set data.train=%s/two/train --set model.num_classes=2 --set "
+               "train.init=%s/runs/base/last.safetensors --set train.init_class_map=%s/map %s",
+               work, config_path(), work, work, work, work, still);
+    EXPECT(code == 1 && strstr(out, "error: train.init: train.init_class_map: ") &&
+               strstr(out, "/map line 2: row 3 is not one of the checkpoint's head, whose rows "
+                           "are 0 to 2"),
+           "exit %d:\n%s", code, out);
     /* the same classes: every tensor loads, no note */
     code = run(out, sizeof(out),
                "./train --config %s --out %s/runs --set run.name=same --set "

@@ -125,3 +125,19 @@ double tiny_run_abs_max(const st_file *f, const char *name) {
     free(x);
     return most;
 }
+
+bool tiny_run_rows_equal(const st_file *a, const st_file *b, const char *name, const int *rows,
+                         int n) {
+    const st_entry *ea = st_find(a, name), *eb = st_find(b, name);
+    if (!ea || !eb || ea->shape[0] != n) return false;
+    int64_t width = ea->numel / n;
+    if (eb->numel % width) return false;
+    float *x = xmalloc(sizeof(float) * (size_t)ea->numel),
+          *y = xmalloc(sizeof(float) * (size_t)eb->numel);
+    bool equal = st_to_f32(ea, x) && st_to_f32(eb, y);
+    for (int i = 0; equal && i < n; i++)
+        equal = rows[i] < eb->numel / width &&
+                !memcmp(x + i * width, y + rows[i] * width, sizeof(float) * (size_t)width);
+    free(x), free(y);
+    return equal;
+}

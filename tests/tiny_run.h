@@ -24,3 +24,6 @@ void tiny_run_compare(const struct st_file *a, const char *a_prefix, const struc
                       const char *b_prefix, double tol, int *equal, int *differ);
 /* the largest |value| of f's tensor name; -1 when f has none */
 double tiny_run_abs_max(const struct st_file *f, const char *name);
+/* whether row i of a's tensor name (n rows) equals row rows[i] of b's, bit for bit, for every i */
+bool tiny_run_rows_equal(const struct st_file *a, const struct st_file *b, const char *name,
+                         const int *rows, int n);

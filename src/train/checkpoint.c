@@ -7,6 +7,7 @@
 
 #include "../core/check.h"
 #include "../core/memory.h"
+#include "class_map.h"
 
 #define OPT_M "optim.exp_avg."
 #define OPT_V "optim.exp_avg_sq."
@@ -233,8 +234,29 @@ static st_file parameters_view(const st_file *f) {
     return view;
 }
 
-bool checkpoint_init_weights(const char *path, bool from_ema, model *m, float *ema, bool *ema_set,
-                             char *note, size_t note_len, char *err, size_t err_len) {
+/* the rows of the checkpoint's head (the tensors under prefix) that class_map picks for m's
+ * classes; NULL after the error */
+static int *read_head_rows(const st_file *f, const char *path, const char *prefix,
+                           const char *class_map, const model *m, char *err, size_t err_len) {
+    char key[64];
+    snprintf(key, sizeof(key), "%shead.weight", prefix);
+    const st_entry *head = st_find(f, key);
+    if (!head || head->ndim != 2) {
+        snprintf(err, err_len,
+                 "%s has no classifier head (%s) for train.init_class_map %s to pick rows of", path,
+                 key, class_map);
+        return NULL;
+    }
+    char why[1024];
+    int *rows =
+        class_map_read(class_map, m->cfg.num_classes, (int)head->shape[0], why, sizeof(why));
+    if (!rows) snprintf(err, err_len, "train.init_class_map: %s", why);
+    return rows;
+}
+
+bool checkpoint_init_weights(const char *path, bool from_ema, const char *class_map, model *m,
+                             float *ema, bool *ema_set, char *note, size_t note_len, char *err,
+                             size_t err_len) {
     st_file f;
     char report[4096];
     *ema_set = false;
@@ -248,16 +270,25 @@ bool checkpoint_init_weights(const char *path, bool from_ema, model *m, float *e
         st_close(&f);
         return false;
     }
+    int *head_rows = NULL;
+    if (class_map[0]) {
+        head_rows = read_head_rows(&f, path, from_ema ? EMA : "", class_map, m, err, err_len);
+        if (!head_rows) {
+            st_close(&f);
+            return false;
+        }
+    }
     bool ok = true;
     if (ema && has_ema) { /* through m's parameters, which the weights then overwrite */
-        ok = model_load_backbone(m, &f, EMA, note, note_len, report, sizeof(report));
+        ok = model_load_backbone(m, &f, EMA, head_rows, note, note_len, report, sizeof(report));
         if (ok) m->ps.mem->copy(ema, m->ps.data, sizeof(float) * (size_t)m->ps.span);
         *ema_set = ok;
     }
     st_file params = from_ema ? f : parameters_view(&f);
-    ok = ok && model_load_backbone(m, &params, from_ema ? EMA : "", note, note_len, report,
-                                   sizeof(report));
+    ok = ok && model_load_backbone(m, &params, from_ema ? EMA : "", head_rows, note, note_len,
+                                   report, sizeof(report));
     if (!from_ema) free(params.entries);
+    free(head_rows);
     st_close(&f);
     if (!ok) snprintf(err, err_len, "%s does not match the model:\n%s", path, report);
     return ok;

@@ -48,12 +48,14 @@ bool checkpoint_restore(const st_file *f, const char *path, model *m, adamw *opt
                         train_state *st, char *err, size_t err_len);
 /* A fine-tuning's start: the parameters of the checkpoint at path (a vitc checkpoint's, or an
  * official one's converted), or its EMA weights (from_ema; an error where it has none), into m
- * (model_load_backbone: a head for other classes starts afresh, tensors over another grid are
- * resized; note says which). Any other tensor missing, mis-shaped or unexpected is an error naming
- * it. Where ema is not NULL and the checkpoint has EMA weights, they go there too, made for m the
- * same way (*ema_set says so), as the Attention Mediators' resolution fine-tune starts its EMA. */
-bool checkpoint_init_weights(const char *path, bool from_ema, model *m, float *ema, bool *ema_set,
-                             char *note, size_t note_len, char *err, size_t err_len);
+ * (model_load_backbone: a head for other classes starts afresh, or from the rows the file
+ * class_map names, "" for none (class_map.h); tensors over another grid are resized; note says
+ * which). Any other tensor missing, mis-shaped or unexpected is an error naming it. Where ema is
+ * not NULL and the checkpoint has EMA weights, they go there too, made for m the same way
+ * (*ema_set says so), as the Attention Mediators' resolution fine-tune starts its EMA. */
+bool checkpoint_init_weights(const char *path, bool from_ema, const char *class_map, model *m,
+                             float *ema, bool *ema_set, char *note, size_t note_len, char *err,
+                             size_t err_len);
 /* Whether checkpoint a's model (a_classes of them) has the classes of b's, in the same order: their
  * "classes" where both name them, else their counts; err says how they differ. */
 bool checkpoints_share_classes(const st_file *a, int a_classes, const st_file *b, int b_classes,

@@ -52,6 +52,7 @@ typedef struct train_config {
     const char *train_dir, *val_dir, *run_name, *out;
     const char *init; /* a checkpoint whose parameters start a new run ("": the seed's) */
     bool init_ema;    /* from its EMA weights instead */
+    const char *init_class_map; /* the file whose lines pick the rows of init's head ("": none) */
 } train_config;
 
 static const char *const task_names[] = {"classify", "diffusion", NULL};
@@ -98,6 +99,13 @@ static void train_config_read(train_config *t, config *c, const model_config *mc
     t->device = config_str(c, "train.device", "cpu", NULL); /* checked where it is selected */
     t->init = config_str(c, "train.init", "", NULL);        /* read where the model is made */
     t->init_ema = config_bool(c, "train.init_ema", false);
+    t->init_class_map = config_str(c, "train.init_class_map", "", NULL);
+    if (t->init_class_map[0] && !t->init[0])
+        config_error("train.init_class_map", "picks rows of train.init's head: set train.init too");
+    if (t->init_class_map[0] && t->diffusion)
+        config_error("train.init_class_map",
+                     "picks rows of a classifier's head; a diffusion model's class embedding is "
+                     "its conditioning");
     t->epochs = config_int(c, "train.epochs", 300, 1, 100000);
     t->cooldown_epochs = config_int(c, "train.cooldown_epochs", 0, 0, 100000);
     t->warmup_epochs = config_int(c, "train.warmup_epochs", 20, 0, 100000);
@@ -516,8 +524,8 @@ static bool init_weights(run *r, bool *ema_set) {
     char note[1024], err[4608];
     /* a diffusion run's EMA from the checkpoint's, as the mediators' resolution fine-tune */
     float *ema = r->t.diffusion ? r->ema : NULL;
-    if (!checkpoint_init_weights(r->t.init, r->t.init_ema, r->m, ema, ema_set, note, sizeof(note),
-                                 err, sizeof(err))) {
+    if (!checkpoint_init_weights(r->t.init, r->t.init_ema, r->t.init_class_map, r->m, ema, ema_set,
+                                 note, sizeof(note), err, sizeof(err))) {
         fprintf(stderr, "error: train.init: %s\n", err);
         return false;
     }
