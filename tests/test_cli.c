@@ -655,8 +655,7 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
                "train.init=%s/runs/base/last.safetensors --set train.init_class_map=%s/map %s",
                work, config_path(), work, work, work, work, still);
     EXPECT(code == 1 && strstr(out, "error: train.init: train.init_class_map: ") &&
-               strstr(out, "/map line 2: row 3 is not one of the checkpoint's head, whose rows "
-                           "are 0 to 2"),
+               strstr(out, "/map line 2: 3 is not among the checkpoint's head rows (0 to 2)"),
            "exit %d:\n%s", code, out);
     /* the same classes: every tensor loads, no note */
     code = run(out, sizeof(out),
@@ -745,5 +744,66 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
                    config_path(), work, i, work, refused[i][0], still);
         EXPECT(code == 1 && strstr(out, "error: train.init: ") && strstr(out, refused[i][1]),
                "%s: exit %d:\n%s", refused[i][0], code, out);
+    }
+}
+
+/* the text of out from "top-1" to the image count: the scores eval reports */
+static void scores_of(const char *out, char *scores, size_t len) {
+    const char *at = strstr(out, "top-1"), *end = at ? strstr(at, " images") : NULL;
+    snprintf(scores, len, "%.*s", end ? (int)(end - at) : 0, at ? at : "");
+}
+
+TEST(cli_eval_scores_the_classes_valid_labels_names) {
+    setup();
+    char out[16384], plain[128], picked[128];
+    const char *still = "--set train.lr=0 --set train.warmup_lr=0 --set train.min_lr=0 --set "
+                        "run.stop_after_steps=1 --set data.val= --quiet";
+    /* a model of classes c0 and c2 alone, whose head is the 3-class model's rows 0 and 2 (at lr 0,
+     * the rest its weights): eval scores it on c0 and c2 as eval --valid-labels scores the 3-class
+     * model, only the listed classes' scores counting */
+    int code =
+        run(out, sizeof(out),
+            "./train --config %s --out %s/runs --set run.name=three --set "
+            "run.stop_after_steps=2 --quiet && mkdir -p %s/02/train %s/02/val && cp -r "
+            "%s/train/c0 %s/train/c2 %s/02/train && cp -r %s/val/c0 %s/val/c2 %s/02/val && "
+            "printf '0\\n2\\n' > %s/02/map && ./train --config %s --out %s/runs --set "
+            "run.name=two --set data.train=%s/02/train --set model.num_classes=2 --set "
+            "train.init=%s/runs/three/last.safetensors --set train.init_class_map=%s/02/map %s "
+            "&& ./eval --ckpt %s/runs/two/last.safetensors --data %s/02/val",
+            config_path(), work, work, work, work, work, work, work, work, work, work,
+            config_path(), work, work, work, work, still, work, work);
+    scores_of(out, plain, sizeof(plain));
+    EXPECT(code == 0 && plain[0] && strstr(out, "(8 images"), "exit %d:\n%s", code, out);
+    code = run(
+        out, sizeof(out),
+        "./eval --ckpt %s/runs/three/last.safetensors --data %s/02/val --valid-labels %s/02/map",
+        work, work, work);
+    scores_of(out, picked, sizeof(picked));
+    EXPECT(code == 0 && strstr(out, "scoring the classes of ") && picked[0] &&
+               !strcmp(plain, picked),
+           "exit %d (the 2-class model: %s):\n%s", code, plain, out);
+    /* all the classes, in order: eval's own scores */
+    code =
+        run(out, sizeof(out),
+            "./eval --ckpt %s/runs/three/last.safetensors --data %s/val && printf '0\\n1\\n2\\n' > "
+            "%s/012 && ./eval --ckpt %s/runs/three/last.safetensors --data %s/val --valid-labels "
+            "%s/012",
+            work, work, work, work, work, work);
+    scores_of(out, plain, sizeof(plain));
+    scores_of(strstr(out, "scoring") ? strstr(out, "scoring") : "", picked, sizeof(picked));
+    EXPECT(code == 0 && plain[0] && !strcmp(plain, picked), "exit %d:\n%s", code, out);
+    /* a map whose classes are not the data's, or past the model's */
+    const char *bad[][2] = {
+        {"2\\n0\\n", "--valid-labels: class folder "},
+        {"0\\n3\\n", "--valid-labels: "},
+        {"0\\nc2\\n", "line 2: \"c2\" is not a row number"},
+    };
+    for (int i = 0; i < 3; i++) {
+        code = run(out, sizeof(out),
+                   "printf '%s' > %s/bad && ./eval --ckpt %s/runs/three/last.safetensors --data "
+                   "%s/02/val --valid-labels %s/bad",
+                   bad[i][0], work, work, work, work);
+        EXPECT(code == 1 && strstr(out, bad[i][1]) && !strstr(out, "top-1"), "%s: exit %d:\n%s",
+               bad[i][0], code, out);
     }
 }

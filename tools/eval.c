@@ -19,15 +19,19 @@
 #include "dist/dist.h"
 #include "ops/backend.h"
 #include "train/checkpoint.h"
+#include "train/class_map.h"
 #include "train/trainer.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: eval --ckpt CKPT [--data DIR] [--ema] [--batch N] [--threads N] [--precision P] [--device D]\n"
+            "usage: eval --ckpt CKPT [--data DIR] [--ema] [--valid-labels FILE] [--batch N] [--threads N]\n"
+            "                        [--precision P] [--device D]\n"
             "       eval --ckpt CKPT --image FILE [--attn-map OUT.png [--attn-block N] [--attn-query X,Y]]\n"
             "  --ckpt CKPT   a vitc checkpoint (train's last/best.safetensors or tools/convert_pth.py output)\n"
             "  --data DIR    folder of class folders (default: the run's data.val)\n"
             "  --ema         evaluate the EMA weights stored in the checkpoint\n"
+            "  --valid-labels FILE  score the model's classes FILE names alone (one class number a line,\n"
+            "                a line per class folder of DIR), as timm's validate.py does for ImageNet-A/R\n"
             "  --batch N     images per forward pass (default 64)\n"
             "  --precision P fp32 (default), bf16 GEMMs (bf16 operands, fp32 sums; on the CPU it needs AVX512_BF16)\n"
             "                or tf32 (--device cuda only)\n"
@@ -145,13 +149,14 @@ static int predict_image(model *m, config *c, const st_file *f, const char *imag
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     const char *ckpt = NULL, *data = NULL, *image = NULL, *map_path = NULL, *query = NULL,
-               *precision_arg = "fp32", *device_arg = "cpu";
+               *valid_labels = NULL, *precision_arg = "fp32", *device_arg = "cpu";
     int map_block = -1;
     bool use_ema = false;
     int batch_size = 64, threads = 0;
     const tool_flag flags[] = {
         TEXT_FLAG("--ckpt", &ckpt),
         TEXT_FLAG("--data", &data),
+        TEXT_FLAG("--valid-labels", &valid_labels),
         TEXT_FLAG("--image", &image),
         PNG_FLAG("--attn-map", &map_path),
         TEXT_FLAG("--attn-query", &query),
@@ -172,6 +177,11 @@ int main(int argc, char **argv) {
     }
     if ((map_path || query || map_block >= 0) && !image) {
         fprintf(stderr, "error: --attn-map, --attn-block and --attn-query need --image\n");
+        return 2;
+    }
+    if (valid_labels && image) {
+        fprintf(stderr,
+                "error: --valid-labels picks the classes scored over --data, not --image\n");
         return 2;
     }
     if ((query || map_block >= 0) && !map_path) {
@@ -201,7 +211,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const model_config mc = m->cfg;
-    int code = 0;
+    int code = 0, *classes = NULL, n_classes = 0; /* --valid-labels' */
     attn_probe probe = {0}, *pp = NULL;
     if (map_path) {
         int blocks = 0, S = mc.img_size;
@@ -221,8 +231,9 @@ int main(int argc, char **argv) {
         probe.qy = ((float)(qy >= 0 ? qy : S / 2) + 0.5f) / (float)S;
         pp = &probe;
     }
-    if (image && model_is_diffusion(&mc)) {
-        fprintf(stderr, "error: --image: %s is a diffusion model (draw images with ./sample)\n", mc.name);
+    if ((image || valid_labels) && model_is_diffusion(&mc)) {
+        fprintf(stderr, "error: %s: %s is a diffusion model (draw images with ./sample)\n",
+                image ? "--image" : "--valid-labels", mc.name);
         code = 2;
     } else if (image) {
         code = predict_image(m, &c, &f, image, pp, map_path);
@@ -243,8 +254,20 @@ int main(int argc, char **argv) {
             goto done;
         }
         if (dist_rank() == 0) dataset_note(&ds, "--data");
-        class_match match = checkpoint_match_classes(&f, &ds, mc.num_classes, err, sizeof(err));
-        if (!dataset_classes_agree(match, "--data", err, dist_rank() == 0)) {
+        if (valid_labels) {
+            classes = class_map_read(valid_labels, mc.num_classes, "the model's classes",
+                                     &n_classes, err, sizeof(err));
+            if (!classes) {
+                fprintf(stderr, "error: --valid-labels: %s\n", err);
+                dataset_free(&ds);
+                code = 1;
+                goto done;
+            }
+        }
+        class_match match =
+            checkpoint_match_classes(&f, &ds, mc.num_classes, classes, n_classes, err, sizeof(err));
+        if (!dataset_classes_agree(match, valid_labels ? "--valid-labels" : "--data", err,
+                                   dist_rank() == 0)) {
             dataset_free(&ds);
             code = 1;
             goto done;
@@ -258,7 +281,8 @@ int main(int argc, char **argv) {
         loader *l = loader_create(&ds, &ac, batch_size, false, 2, 0);
         loader_shard(l, dist_rank(), dist_size()); /* under mpirun each rank takes part of every batch */
         bool diffusion = model_is_diffusion(&mc);
-        eval_result r = diffusion ? evaluate_diffusion(m, l, 0, batch_size) : evaluate(m, l);
+        eval_result r = diffusion ? evaluate_diffusion(m, l, 0, batch_size)
+                                  : evaluate(m, l, classes, n_classes);
         if (r.n == 0) { /* (summed over the ranks) */
             if (dist_rank() == 0)
                 fprintf(stderr,
@@ -270,12 +294,16 @@ int main(int argc, char **argv) {
             printf("%s%s on %s: %s loss %.4f  (%d images, %.1f img/s)\n", ckpt, use_ema ? " (EMA)" : "", data,
                    strcmp(mc.arch, "dit") ? "transport" : "diffusion", r.loss, r.n, r.img_per_s);
         else if (dist_rank() == 0)
-            printf("%s%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%d images, %.1f img/s)\n", ckpt,
-               use_ema ? " (EMA)" : "", data, r.top1, r.top5, r.loss, r.n, r.img_per_s);
+            printf(
+                "%s%s on %s%s%s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%d images, %.1f img/s)\n",
+                ckpt, use_ema ? " (EMA)" : "", data,
+                valid_labels ? ", scoring the classes of " : "", valid_labels ? valid_labels : "",
+                r.top1, r.top5, r.loss, r.n, r.img_per_s);
         loader_free(l);
         dataset_free(&ds);
     }
 done: /* errors after the model exists come here too, so that nothing leaks on the way out */
+    free(classes);
     dist_startup_done(code == 0);
     model_free(m);
     config_free(&c);

@@ -121,16 +121,23 @@ const char **checkpoint_class_names(const st_file *f, int n, cJSON **list) {
     return names;
 }
 
-class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes, char *err,
-                                     size_t err_len) {
+class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes,
+                                     const int *classes, int n_classes, char *err, size_t err_len) {
     cJSON *list;
     const char **names = checkpoint_class_names(f, num_classes, &list);
+    if (classes) { /* the names of those classes, in their order */
+        const char **picked = xcalloc((size_t)(n_classes > 0 ? n_classes : 1), sizeof(char *));
+        for (int i = 0; i < n_classes; i++) picked[i] = names[classes[i]];
+        free(names);
+        names = picked, num_classes = n_classes;
+    }
+    const char *whose = classes ? "the class map" : "the checkpoint";
     class_match match = CLASSES_MATCH;
     if (list || d->listed) {
-        match = dataset_match_classes(d, names, num_classes, "the checkpoint", err, err_len);
+        match = dataset_match_classes(d, names, num_classes, whose, err, err_len);
     } else if (d->n_classes != num_classes) {
-        snprintf(err, err_len, "%s has %d class folders, the model %d classes", d->root,
-                 d->n_classes, num_classes);
+        snprintf(err, err_len, "%s has %d class folders, %s %d classes", d->root, d->n_classes,
+                 classes ? "the class map" : "the model", num_classes);
         match = CLASSES_DIFFER;
     }
     free(names);
@@ -248,8 +255,13 @@ static int *read_head_rows(const st_file *f, const char *path, const char *prefi
         return NULL;
     }
     char why[1024];
-    int *rows =
-        class_map_read(class_map, m->cfg.num_classes, (int)head->shape[0], why, sizeof(why));
+    int n, *rows = class_map_read(class_map, (int)head->shape[0], "the checkpoint's head rows", &n,
+                                  why, sizeof(why));
+    if (rows && n != m->cfg.num_classes) {
+        snprintf(why, sizeof(why), "%s: %d rows for the model's %d classes (model.num_classes)",
+                 class_map, n, m->cfg.num_classes);
+        free(rows), rows = NULL;
+    }
     if (!rows) snprintf(err, err_len, "train.init_class_map: %s", why);
     return rows;
 }

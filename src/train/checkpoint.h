@@ -38,9 +38,11 @@ bool checkpoint_open(st_file *f, const char *path, char **config_json, char *err
  * *list holds them (cJSON_Delete it after) and is NULL where the checkpoint has no list. */
 const char **checkpoint_class_names(const st_file *f, int n, struct cJSON **list);
 /* Whether dataset d's labels mean the classes of the checkpoint's model (num_classes of them):
- * those its "classes" name (dataset_match_classes), or without them, as many class folders. */
-class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes, char *err,
-                                     size_t err_len);
+ * those its "classes" name (dataset_match_classes), or without them, as many class folders. With
+ * classes (a class map, class_map.h), label i means the model's class classes[i], n_classes of
+ * them. */
+class_match checkpoint_match_classes(const st_file *f, const dataset *d, int num_classes,
+                                     const int *classes, int n_classes, char *err, size_t err_len);
 /* Loads the parameters (and, when given and present, optimizer moments, EMA and state) into a model
  * built from the checkpoint's config. Names every missing / unexpected / mis-shaped tensor. An ema
  * the checkpoint has none for (its run kept none) starts from the loaded parameters. */

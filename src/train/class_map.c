@@ -12,16 +12,14 @@
 /* a map holds a line per class: ImageNet-22K's 21841 classes, and room to spare */
 #define CLASS_MAP_MAX_BYTES (16u << 20)
 
-static int *fail(int *rows, char *text) {
-    free(rows), free(text);
-    return NULL;
-}
-
-int *class_map_read(const char *path, int classes, int file_classes, char *err, size_t err_len) {
+int *class_map_read(const char *path, int rows, const char *rows_of, int *n, char *err,
+                    size_t err_len) {
     size_t size;
     char *text = file_read_whole(path, CLASS_MAP_MAX_BYTES, &size, err, err_len);
     if (!text) return NULL;
-    int *rows = xmalloc(sizeof(int) * (size_t)classes), n = 0, line = 0;
+    /* a line holds a row and its newline at least */
+    int *map = xmalloc(sizeof(int) * (size / 2 + 1)), line = 0;
+    *n = 0;
     for (char *p = text, *next; *p; p = next) {
         line++;
         next = p + strcspn(p, "\n");
@@ -34,23 +32,17 @@ int *class_map_read(const char *path, int classes, int file_classes, char *err, 
         while (isspace((unsigned char)*end)) end++;
         if (end == p || *end || errno) {
             snprintf(err, err_len, "%s line %d: \"%.40s\" is not a row number", path, line, p);
-            return fail(rows, text);
+            free(map), map = NULL;
+            break;
         }
-        if (row < 0 || row >= file_classes) {
-            snprintf(
-                err, err_len,
-                "%s line %d: row %ld is not one of the checkpoint's head, whose rows are 0 to %d",
-                path, line, row, file_classes - 1);
-            return fail(rows, text);
+        if (row < 0 || row >= rows) {
+            snprintf(err, err_len, "%s line %d: %ld is not among %s (0 to %d)", path, line, row,
+                     rows_of, rows - 1);
+            free(map), map = NULL;
+            break;
         }
-        if (n < classes) rows[n] = (int)row;
-        n++;
-    }
-    if (n != classes) {
-        snprintf(err, err_len, "%s: %d rows for the model's %d classes (model.num_classes)", path,
-                 n, classes);
-        return fail(rows, text);
+        map[(*n)++] = (int)row;
     }
     free(text);
-    return rows;
+    return map;
 }

@@ -161,7 +161,7 @@ static bool make_dirs(const char *path) {
     return !mkdir(buf, 0755) || errno == EEXIST;
 }
 
-eval_result evaluate(model *m, loader *l) {
+eval_result evaluate(model *m, loader *l, const int *classes, int n_classes) {
     eval_result r = {0};
     bool prev = tape_set_grad_enabled(false);
     forward_opts fo = {.train = false};
@@ -175,11 +175,21 @@ eval_result evaluate(model *m, loader *l) {
         int S = mc->img_size, K = mc->num_classes;
         const float *images = backend_floats(b.images, (int64_t)b.n * S * S * mc->in_chans);
         tensor *logits = model_forward(m, tensor_wrap((float *)images, 4, (int[]){b.n, S, S, mc->in_chans}), &fo);
+        const float *scores =
+            backend_read(arena_alloc(&vitc_arena, sizeof(float) * (size_t)b.n * K), logits->data,
+                         (int64_t)b.n * K);
+        if (classes) { /* the loss and the ranks over those classes' scores alone */
+            float *picked = arena_alloc(&vitc_arena, sizeof(float) * (size_t)b.n * n_classes);
+            for (int i = 0; i < b.n; i++)
+                for (int k = 0; k < n_classes; k++)
+                    picked[(size_t)i * n_classes + k] = scores[(size_t)i * K + classes[k]];
+            scores = picked, K = n_classes;
+            logits =
+                tensor_wrap((float *)backend_floats(picked, (int64_t)b.n * K), 2, (int[]){b.n, K});
+        }
         tensor *loss = op_cross_entropy_labels(logits, b.labels, 0.0f);
         float value;
         loss_sum += *backend_read(&value, loss->data, 1) * b.n;
-        const float *scores = backend_read(arena_alloc(&vitc_arena, sizeof(float) * (size_t)b.n * K), logits->data,
-                                           (int64_t)b.n * K);
         for (int i = 0; i < b.n; i++) {
             const float *row = scores + (size_t)i * K;
             float target = row[b.labels[i]];
@@ -366,7 +376,7 @@ static bool resume_from(run *r, const char *path) {
     }
     /* data.train may have changed (--set): its labels must still mean the checkpoint's classes */
     class_match match =
-        checkpoint_match_classes(&f, &r->train_ds, r->mc.num_classes, err, sizeof(err));
+        checkpoint_match_classes(&f, &r->train_ds, r->mc.num_classes, NULL, 0, err, sizeof(err));
     bool ok = dataset_classes_agree(match, "data.train", err, dist_rank() == 0);
     free(saved_cfg);
     if (!ok) {
@@ -823,7 +833,8 @@ static int train_epoch(run *r) {
 
 /* validation of the weights and of their EMA (swapped in for it) */
 static eval_result evaluate_one(run *r) {
-    return r->t.diffusion ? evaluate_diffusion(r->m, r->val_l, r->t.seed, r->t.batch) : evaluate(r->m, r->val_l);
+    return r->t.diffusion ? evaluate_diffusion(r->m, r->val_l, r->t.seed, r->t.batch)
+                          : evaluate(r->m, r->val_l, NULL, 0);
 }
 
 static void evaluate_run(run *r, eval_result *raw, eval_result *ev_ema) {

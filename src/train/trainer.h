@@ -29,8 +29,11 @@ typedef struct eval_result {
 
 struct model;
 struct loader;
-/* Top-1/top-5/mean loss of m over one pass of the loader (grad off, arena reset per batch). */
-eval_result evaluate(struct model *m, struct loader *l);
+/* Top-1/top-5/mean loss of m over one pass of the loader (grad off, arena reset per batch). With
+ * classes, the data's labels are those of m's classes (label i is class classes[i], n_classes of
+ * them), and their scores alone count, as timm's validate.py --valid-labels; NULL: all, in order.
+ */
+eval_result evaluate(struct model *m, struct loader *l, const int *classes, int n_classes);
 /* Diffusion (train.task "diffusion"): the mean training loss, SiT's transport or DiT's (top1/top5 0)
  * over one pass, with (t, noise) per sample of the set drawn from seed alone, so evaluations are
  * comparable.
