@@ -628,34 +628,34 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
         st_close(&tuned), st_close(&base);
     }
     /* train.init_class_map: each class's row of the head from the row of the file's it names */
-    code = run(out, sizeof(out),
-               "printf '2\n\n0\n' > %s/map && ./train --config %s --out %s/runs --set "
-               "run.name=mapped --set data.train=%s/two/train --set model.num_classes=2 --set "
-               "train.init=%s/runs/base/last.safetensors --set train.init_class_map=%s/map %s",
-               work, config_path(), work, work, work, work, still);
+    code =
+        run(out, sizeof(out),
+            "printf '2\\n\\n0\\n' > %s/class_map && ./train --config %s --out %s/runs --set "
+            "run.name=mapped_head --set data.train=%s/two/train --set model.num_classes=2 --set "
+            "train.init=%s/runs/base/last.safetensors --set train.init_class_map=%s/class_map %s",
+            work, config_path(), work, work, work, work, still);
     EXPECT(code == 0 && strstr(out, "note: train.init: head.weight, head.bias: the class map's "
                                     "rows of the file's head for 3 classes"),
            "exit %d:\n%s", code, out);
-    read = tiny_run_read_pair(runs, "base", "mapped", &base, &tuned, err, sizeof(err));
+    read = tiny_run_read_pair(runs, "base", "mapped_head", &base, &tuned, err, sizeof(err));
     EXPECT(read, "%s", err);
     if (read) {
         const char *head[] = {"head.weight", "head.bias"};
         for (int i = 0; i < 2; i++) {
             int rows[] = {2, 0};
             EXPECT(tiny_run_rows_equal(&tuned, &base, head[i], rows, 2),
-                   "%s: not rows 2 and 0 of "
-                   "the checkpoint's",
-                   head[i]);
+                   "%s: not rows 2 and 0 of the checkpoint's", head[i]);
         }
         st_close(&tuned), st_close(&base);
     }
-    code = run(out, sizeof(out),
-               "printf '2\n3\n' > %s/map && ./train --config %s --out %s/runs --set "
-               "run.name=mapped --set data.train=%s/two/train --set model.num_classes=2 --set "
-               "train.init=%s/runs/base/last.safetensors --set train.init_class_map=%s/map %s",
-               work, config_path(), work, work, work, work, still);
+    code =
+        run(out, sizeof(out),
+            "printf '2\\n3\\n' > %s/class_map && ./train --config %s --out %s/runs --set "
+            "run.name=mapped_head --set data.train=%s/two/train --set model.num_classes=2 --set "
+            "train.init=%s/runs/base/last.safetensors --set train.init_class_map=%s/class_map %s",
+            work, config_path(), work, work, work, work, still);
     EXPECT(code == 1 && strstr(out, "error: train.init: train.init_class_map: ") &&
-               strstr(out, "/map line 2: 3 is not among the checkpoint's head rows (0 to 2)"),
+               strstr(out, "/class_map line 2: 3 is not among the checkpoint's head rows (0 to 2)"),
            "exit %d:\n%s", code, out);
     /* the same classes: every tensor loads, no note */
     code = run(out, sizeof(out),
@@ -763,32 +763,32 @@ TEST(cli_eval_scores_the_classes_valid_labels_names) {
      * model, only the listed classes' scores counting */
     int code =
         run(out, sizeof(out),
-            "./train --config %s --out %s/runs --set run.name=three --set "
+            "./train --config %s --out %s/runs --set run.name=of_three --set "
             "run.stop_after_steps=2 --quiet && mkdir -p %s/02/train %s/02/val && cp -r "
             "%s/train/c0 %s/train/c2 %s/02/train && cp -r %s/val/c0 %s/val/c2 %s/02/val && "
             "printf '0\\n2\\n' > %s/02/map && ./train --config %s --out %s/runs --set "
-            "run.name=two --set data.train=%s/02/train --set model.num_classes=2 --set "
-            "train.init=%s/runs/three/last.safetensors --set train.init_class_map=%s/02/map %s "
-            "&& ./eval --ckpt %s/runs/two/last.safetensors --data %s/02/val",
+            "run.name=of_two --set data.train=%s/02/train --set model.num_classes=2 --set "
+            "train.init=%s/runs/of_three/last.safetensors --set train.init_class_map=%s/02/map %s "
+            "&& ./eval --ckpt %s/runs/of_two/last.safetensors --data %s/02/val",
             config_path(), work, work, work, work, work, work, work, work, work, work,
             config_path(), work, work, work, work, still, work, work);
     scores_of(out, plain, sizeof(plain));
     EXPECT(code == 0 && plain[0] && strstr(out, "(8 images"), "exit %d:\n%s", code, out);
     code = run(
         out, sizeof(out),
-        "./eval --ckpt %s/runs/three/last.safetensors --data %s/02/val --valid-labels %s/02/map",
+        "./eval --ckpt %s/runs/of_three/last.safetensors --data %s/02/val --valid-labels %s/02/map",
         work, work, work);
     scores_of(out, picked, sizeof(picked));
     EXPECT(code == 0 && strstr(out, "scoring the classes of ") && picked[0] &&
                !strcmp(plain, picked),
            "exit %d (the 2-class model: %s):\n%s", code, plain, out);
     /* all the classes, in order: eval's own scores */
-    code =
-        run(out, sizeof(out),
-            "./eval --ckpt %s/runs/three/last.safetensors --data %s/val && printf '0\\n1\\n2\\n' > "
-            "%s/012 && ./eval --ckpt %s/runs/three/last.safetensors --data %s/val --valid-labels "
-            "%s/012",
-            work, work, work, work, work, work);
+    code = run(
+        out, sizeof(out),
+        "./eval --ckpt %s/runs/of_three/last.safetensors --data %s/val && printf '0\\n1\\n2\\n' > "
+        "%s/012 && ./eval --ckpt %s/runs/of_three/last.safetensors --data %s/val --valid-labels "
+        "%s/012",
+        work, work, work, work, work, work);
     scores_of(out, plain, sizeof(plain));
     scores_of(strstr(out, "scoring") ? strstr(out, "scoring") : "", picked, sizeof(picked));
     EXPECT(code == 0 && plain[0] && !strcmp(plain, picked), "exit %d:\n%s", code, out);
@@ -799,10 +799,11 @@ TEST(cli_eval_scores_the_classes_valid_labels_names) {
         {"0\\nc2\\n", "line 2: \"c2\" is not a row number"},
     };
     for (int i = 0; i < 3; i++) {
-        code = run(out, sizeof(out),
-                   "printf '%s' > %s/bad && ./eval --ckpt %s/runs/three/last.safetensors --data "
-                   "%s/02/val --valid-labels %s/bad",
-                   bad[i][0], work, work, work, work);
+        code = run(
+            out, sizeof(out),
+            "printf '%s' > %s/bad_map && ./eval --ckpt %s/runs/of_three/last.safetensors --data "
+            "%s/02/val --valid-labels %s/bad_map",
+            bad[i][0], work, work, work, work);
         EXPECT(code == 1 && strstr(out, bad[i][1]) && !strstr(out, "top-1"), "%s: exit %d:\n%s",
                bad[i][0], code, out);
     }
