@@ -566,6 +566,17 @@ TEST(cli_ab_benches_two_revisions_in_turn) {
 
 /* train.init: a run on other classes starts from a checkpoint's parameters, its head afresh: set
  * to 0 as Agent-Attention's fine-tuning does, or DeiT's initial head */
+/* the base run's checkpoint fine-tuned on classes c0 and c1 with the class map whose text is map
+ * (printf's), into run mapped_head */
+static int fine_tune_with_class_map(char *out, size_t len, const char *map, const char *args) {
+    return run(
+        out, len,
+        "printf '%s' > %s/class_map && ./train --config %s --out %s/runs --set "
+        "run.name=mapped_head --set data.train=%s/two/train --set model.num_classes=2 --set "
+        "train.init=%s/runs/base/last.safetensors --set train.init_class_map=%s/class_map %s",
+        map, work, config_path(), work, work, work, work, args);
+}
+
 TEST(cli_fine_tuning_starts_from_a_checkpoint) {
     setup();
     char out[16384];
@@ -628,12 +639,7 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
         st_close(&tuned), st_close(&base);
     }
     /* train.init_class_map: each class's row of the head from the row of the file's it names */
-    code =
-        run(out, sizeof(out),
-            "printf '2\\n\\n0\\n' > %s/class_map && ./train --config %s --out %s/runs --set "
-            "run.name=mapped_head --set data.train=%s/two/train --set model.num_classes=2 --set "
-            "train.init=%s/runs/base/last.safetensors --set train.init_class_map=%s/class_map %s",
-            work, config_path(), work, work, work, work, still);
+    code = fine_tune_with_class_map(out, sizeof(out), "2\\n\\n0\\n", still);
     EXPECT(code == 0 && strstr(out, "note: train.init: head.weight, head.bias: the class map's "
                                     "rows of the file's head for 3 classes"),
            "exit %d:\n%s", code, out);
@@ -648,12 +654,7 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
         }
         st_close(&tuned), st_close(&base);
     }
-    code =
-        run(out, sizeof(out),
-            "printf '2\\n3\\n' > %s/class_map && ./train --config %s --out %s/runs --set "
-            "run.name=mapped_head --set data.train=%s/two/train --set model.num_classes=2 --set "
-            "train.init=%s/runs/base/last.safetensors --set train.init_class_map=%s/class_map %s",
-            work, config_path(), work, work, work, work, still);
+    code = fine_tune_with_class_map(out, sizeof(out), "2\\n3\\n", still);
     EXPECT(code == 1 && strstr(out, "error: train.init: train.init_class_map: ") &&
                strstr(out, "/class_map line 2: 3 is not among the checkpoint's head rows (0 to 2)"),
            "exit %d:\n%s", code, out);
