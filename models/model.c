@@ -206,11 +206,12 @@ static void make_picked(const void *how, const float *src, float *dst) {
                sizeof(float) * pick->row_floats);
 }
 
-/* whether e holds rows of the width of t's */
-static bool same_rows(const tensor *t, const st_entry *e) {
-    bool same = e->ndim == t->ndim;
-    for (int d = 1; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
-    return same;
+/* whether e holds rows of the width of t's, among them every row t's rows take */
+static bool holds_rows(const tensor *t, const st_entry *e, const int *rows) {
+    bool holds = e->ndim == t->ndim;
+    for (int d = 1; holds && d < t->ndim; d++) holds = e->shape[d] == t->shape[d];
+    for (int i = 0; holds && i < t->shape[0]; i++) holds = rows[i] < e->shape[0];
+    return holds;
 }
 
 /* model_load_state; for a fine-tuning's start (fine_tune) a classifier's head the file lacks keeps
@@ -247,7 +248,7 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
         bool same = e && e->ndim == t->ndim && e->numel == t->numel;
         for (int d = 0; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
         bool in_head = head && !strncmp(t->name, head, strlen(head));
-        if (in_head && head_rows && e && same_rows(t, e)) {
+        if (in_head && head_rows && e && holds_rows(t, e, head_rows)) {
             head_pick pick = {head_rows, t->shape[0], (size_t)(t->numel / t->shape[0])};
             if (load_made(&m->ps, t, e, make_picked, &pick)) {
                 report_add(picked, sizeof(picked), "%s%s", picked[0] ? ", " : "", t->name);
@@ -259,7 +260,7 @@ static bool load_state(model *m, const st_file *f, const char *prefix, bool fine
             }
             continue;
         }
-        if (!same && in_head) {
+        if (!same && in_head && !(head_rows && e)) { /* (else a wrong shape, below) */
             if (e && zeroing) { /* the file's head is for other classes (not absent) */
                 float *zeros = xcalloc((size_t)t->numel, sizeof(float));
                 params_write(&m->ps, t->data, zeros, t->numel);
