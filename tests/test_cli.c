@@ -564,8 +564,6 @@ TEST(cli_ab_benches_two_revisions_in_turn) {
                strstr(out, "unknown model \"nosuch\""), "exit %d:\n%s", code, out);
 }
 
-/* train.init: a run on other classes starts from a checkpoint's parameters, its head afresh: set
- * to 0 as Agent-Attention's fine-tuning does, or DeiT's initial head */
 /* the base run's checkpoint fine-tuned on classes c0 and c1 with the class map whose text is map
  * (printf's), into run mapped_head */
 static int fine_tune_with_class_map(char *out, size_t len, const char *map, const char *args) {
@@ -577,6 +575,8 @@ static int fine_tune_with_class_map(char *out, size_t len, const char *map, cons
         map, work, config_path(), work, work, work, work, args);
 }
 
+/* train.init: a run on other classes starts from a checkpoint's parameters, its head afresh: set
+ * to 0 as Agent-Attention's fine-tuning does, or DeiT's initial head */
 TEST(cli_fine_tuning_starts_from_a_checkpoint) {
     setup();
     char out[16384];
@@ -657,6 +657,10 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
     code = fine_tune_with_class_map(out, sizeof(out), "2\\n3\\n", still);
     EXPECT(code == 1 && strstr(out, "error: train.init: train.init_class_map: ") &&
                strstr(out, "/class_map line 2: 3 is not among the checkpoint's head rows (0 to 2)"),
+           "exit %d:\n%s", code, out);
+    code = fine_tune_with_class_map(out, sizeof(out), "2\\n", still);
+    EXPECT(code == 1 && strstr(out, "error: train.init: train.init_class_map: ") &&
+               strstr(out, "/class_map: 1 rows for the model's 2 classes (model.num_classes)"),
            "exit %d:\n%s", code, out);
     /* the same classes: every tensor loads, no note */
     code = run(out, sizeof(out),
@@ -796,7 +800,7 @@ TEST(cli_eval_scores_the_classes_valid_labels_names) {
     /* a map whose classes are not the data's, or past the model's */
     const char *bad[][2] = {
         {"2\\n0\\n", "--valid-labels: class folder "},
-        {"0\\n3\\n", "--valid-labels: "},
+        {"0\\n3\\n", "/bad_map line 2: 3 is not among the model's classes (0 to 2)"},
         {"0\\nc2\\n", "line 2: \"c2\" is not a row number"},
     };
     for (int i = 0; i < 3; i++) {
@@ -808,4 +812,39 @@ TEST(cli_eval_scores_the_classes_valid_labels_names) {
         EXPECT(code == 1 && strstr(out, bad[i][1]) && !strstr(out, "top-1"), "%s: exit %d:\n%s",
                bad[i][0], code, out);
     }
+}
+
+/* a class map where no classes are there to pick, or none to pick from */
+TEST(cli_class_maps_refuse_what_has_no_classes_to_pick) {
+    setup();
+    char out[16384];
+    int code = run(out, sizeof(out), "./train --config %s --set train.init_class_map=%s/map",
+                   config_path(), work);
+    EXPECT(code == 1 && strstr(out, "error: config: train.init_class_map: picks rows of "
+                                    "train.init's head: set train.init too"),
+           "exit %d:\n%s", code, out);
+    const char *sit = "--config configs/tiny/sit_native.json --set model.in_chans=1 --set "
+                      "model.num_classes=3";
+    code = run(out, sizeof(out),
+               "./train %s --set train.init=%s/none.safetensors --set train.init_class_map=%s/map",
+               sit, work, work);
+    EXPECT(code == 1 && strstr(out, "error: config: train.init_class_map: picks rows of a "
+                                    "classifier's head; a diffusion model's class embedding"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out),
+               "./train %s --set data.train=%s/train --set data.val= --set train.batch=4 --set "
+               "run.stop_after_steps=1 --quiet --out %s/runs --set run.name=sit_map && printf "
+               "'0\\n' > %s/sit_map && ./eval --ckpt %s/runs/sit_map/last.safetensors --data "
+               "%s/val --valid-labels %s/sit_map",
+               sit, work, work, work, work, work, work);
+    EXPECT(code == 2 && strstr(out, "error: --valid-labels: tiny_sit_native is a diffusion model, "
+                                    "which scores no classes"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out),
+               "./eval --ckpt %s/runs/sit_map/last.safetensors --image %s/val/c1/000.png "
+               "--valid-labels %s/sit_map",
+               work, work, work);
+    EXPECT(code == 2 && strstr(out, "error: --valid-labels picks the classes scored over --data, "
+                                    "not --image"),
+           "exit %d:\n%s", code, out);
 }

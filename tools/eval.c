@@ -231,9 +231,15 @@ int main(int argc, char **argv) {
         probe.qy = ((float)(qy >= 0 ? qy : S / 2) + 0.5f) / (float)S;
         pp = &probe;
     }
-    if ((image || valid_labels) && model_is_diffusion(&mc)) {
-        fprintf(stderr, "error: %s: %s is a diffusion model (draw images with ./sample)\n",
-                image ? "--image" : "--valid-labels", mc.name);
+    if (image && model_is_diffusion(&mc)) {
+        fprintf(stderr, "error: --image: %s is a diffusion model (draw images with ./sample)\n",
+                mc.name);
+        code = 2;
+    } else if (valid_labels && model_is_diffusion(&mc)) {
+        fprintf(stderr,
+                "error: --valid-labels: %s is a diffusion model, which scores no classes (eval "
+                "reports its loss)\n",
+                mc.name);
         code = 2;
     } else if (image) {
         code = predict_image(m, &c, &f, image, pp, map_path);
