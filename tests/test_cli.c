@@ -844,7 +844,110 @@ TEST(cli_class_maps_refuse_what_has_no_classes_to_pick) {
                "./eval --ckpt %s/runs/sit_map/last.safetensors --image %s/val/c1/000.png "
                "--valid-labels %s/sit_map",
                work, work, work);
-    EXPECT(code == 2 && strstr(out, "error: --valid-labels picks the classes scored over --data, "
+    EXPECT(code == 2 && strstr(out, "error: --valid-labels scores a folder of images (--data), "
+                                    "not --image"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out),
+               "printf '[[0]]' > %s/sit_real && ./eval --ckpt %s/runs/sit_map/last.safetensors "
+               "--data %s/val --real-labels %s/sit_real",
+               work, work, work, work);
+    EXPECT(code == 2 && strstr(out, "error: --real-labels: tiny_sit_native is a diffusion model, "
+                                    "which scores no classes"),
+           "exit %d:\n%s", code, out);
+}
+
+/* ImageNet-ReaL's labels, a set of right classes per validation image found by its file name: the
+ * 12 validation images renamed ILSVRC2012_val_00000001 to 12 (backwards, so that their order in
+ * the folders is not theirs in the list), each given a set made from the class eval --image ranks
+ * first for it: none (left out), that class, another, or another and that class; eval --real-labels
+ * then counts 6 of the 9 labelled images right at top-1, and every one at top-5 (of 3 classes) */
+TEST(cli_eval_scores_real_labels_by_file_name) {
+    setup();
+    char out[16384], plain[128], with_real[128];
+    int code = run(out, sizeof(out),
+                   "./train --config %s --out %s/runs --set run.name=real_labelled --set "
+                   "run.stop_after_steps=2 --set data.val= --quiet && for c in 0 1 2; do mkdir -p "
+                   "%s/real/c$c; for i in 0 1 2 3; do cp %s/val/c$c/00$i.png $(printf "
+                   "%s/real/c$c/ILSVRC2012_val_%%08d.JPEG $((12 - 4 * c - i))); done; done",
+                   config_path(), work, work, work, work);
+    EXPECT(code == 0, "exit %d:\n%s", code, out);
+    int first[13] = {0};
+    for (int j = 1; j <= 12; j++) {
+        code = run(out, sizeof(out),
+                   "./eval --ckpt %s/runs/real_labelled/last.safetensors --image "
+                   "%s/real/c%d/ILSVRC2012_val_%08d.JPEG",
+                   work, work, (12 - j) / 4, j);
+        const char *at = strstr(out, "(class ");
+        bool ranked = at && sscanf(at, "(class %d)", &first[j]) == 1;
+        EXPECT(code == 0 && ranked, "exit %d:\n%s", code, out);
+    }
+    char path[600];
+    snprintf(path, sizeof(path), "%s/real.json", work);
+    FILE *f = fopen(path, "w");
+    EXPECT(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputc('[', f);
+    for (int j = 1; j <= 12; j++) {
+        int k = first[j], other = (k + 1) % 3;
+        const char *sets[] = {"[]", "[%d]", "[%d]", "[%d, %d]"};
+        fprintf(f, j > 1 ? ", " : "");
+        if (j % 4 == 0)
+            fprintf(f, sets[0]);
+        else if (j % 4 == 1)
+            fprintf(f, sets[1], k);
+        else if (j % 4 == 2)
+            fprintf(f, sets[2], other);
+        else
+            fprintf(f, sets[3], other, k);
+    }
+    fputs("]\n", f);
+    fclose(f);
+    code = run(out, sizeof(out),
+               "./eval --ckpt %s/runs/real_labelled/last.safetensors --data %s/real --batch 5",
+               work, work);
+    scores_of(out, plain, sizeof(plain));
+    code |= run(out, sizeof(out),
+                "./eval --ckpt %s/runs/real_labelled/last.safetensors --data %s/real --batch 5 "
+                "--real-labels %s",
+                work, work, path);
+    scores_of(out, with_real, sizeof(with_real));
+    const char *expected = "/real.json: top-1 66.67%  top-5 100.00%  (9 of the 12 images labelled)";
+    EXPECT(code == 0 && plain[0] && !strcmp(plain, with_real) && strstr(out, expected),
+           "exit %d (without --real-labels: %s):\n%s", code, plain, out);
+    /* files it has no entry for, classes past the model's, not such a list */
+    const struct {
+        const char *json, *data, *message;
+    } bad[] = {
+        {"[[0], [1]]", "real",
+         "labels ImageNet's validation images ILSVRC2012_val_00000001 to ILSVRC2012_val_00000002 "
+         "(by file name); "},
+        {"[[0], [1], [2], [1, 3]]", "real",
+         "/bad_real: entry 3 (ILSVRC2012_val_00000004): 3 is not among the model's classes (0 to "
+         "2)"},
+        {"[[0], 1]", "real", "/bad_real: entry 1 (ILSVRC2012_val_00000002) is not a list"},
+        {"{}", "real", "/bad_real: not a JSON list of class lists"},
+        {"[[0]]", "val", "/val/c0/000.png is not one of them"},
+    };
+    for (int i = 0; i < 5; i++) {
+        code = run(out, sizeof(out),
+                   "printf '%s' > %s/bad_real && ./eval --ckpt "
+                   "%s/runs/real_labelled/last.safetensors --data %s/%s --real-labels %s/bad_real",
+                   bad[i].json, work, work, work, bad[i].data, work);
+        EXPECT(code == 1 && strstr(out, bad[i].message) && !strstr(out, "top-1"),
+               "%s: exit %d:\n%s", bad[i].json, code, out);
+    }
+    code = run(out, sizeof(out),
+               "./eval --ckpt %s/runs/real_labelled/last.safetensors --data %s/real --real-labels "
+               "%s --valid-labels %s",
+               work, work, path, path);
+    EXPECT(code == 2 && strstr(out, "error: --real-labels are of all the model's classes: drop "
+                                    "--valid-labels"),
+           "exit %d:\n%s", code, out);
+    code = run(out, sizeof(out),
+               "./eval --ckpt %s/runs/real_labelled/last.safetensors --image "
+               "%s/real/c0/ILSVRC2012_val_00000012.JPEG --real-labels %s",
+               work, work, path);
+    EXPECT(code == 2 && strstr(out, "error: --real-labels scores a folder of images (--data), "
                                     "not --image"),
            "exit %d:\n%s", code, out);
 }

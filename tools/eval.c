@@ -1,6 +1,6 @@
 /* eval: loads a checkpoint (its config travels inside it) and reports top-1, top-5, loss and
- * throughput on a folder of class folders, or the top-5 classes of one image and, on request, the
- * attention map of one query token of that image. */
+ * throughput on a folder of class folders (and against ImageNet-ReaL's labels), or the top-5
+ * classes of one image and, on request, the attention map of one query token of that image. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stb_image_write.h>
@@ -20,18 +20,21 @@
 #include "ops/backend.h"
 #include "train/checkpoint.h"
 #include "train/class_map.h"
+#include "train/real_labels.h"
 #include "train/trainer.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: eval --ckpt CKPT [--data DIR] [--ema] [--valid-labels FILE] [--batch N] [--threads N]\n"
-            "                        [--precision P] [--device D]\n"
+            "usage: eval --ckpt CKPT [--data DIR] [--ema] [--valid-labels FILE | --real-labels FILE]\n"
+            "                        [--batch N] [--threads N] [--precision P] [--device D]\n"
             "       eval --ckpt CKPT --image FILE [--attn-map OUT.png [--attn-block N] [--attn-query X,Y]]\n"
             "  --ckpt CKPT   a vitc checkpoint (train's last/best.safetensors or tools/convert_pth.py output)\n"
             "  --data DIR    folder of class folders (default: the run's data.val)\n"
             "  --ema         evaluate the EMA weights stored in the checkpoint\n"
             "  --valid-labels FILE  score the model's classes FILE names alone (one class number a line,\n"
             "                a line per class folder of DIR), as timm's validate.py does for ImageNet-A/R\n"
+            "  --real-labels FILE  also score against ImageNet-ReaL's label sets (its real.json), found by\n"
+            "                each file's name (ILSVRC2012_val_NNNNNNNN.JPEG), as timm's validate.py does\n"
             "  --batch N     images per forward pass (default 64)\n"
             "  --precision P fp32 (default), bf16 GEMMs (bf16 operands, fp32 sums; on the CPU it needs AVX512_BF16)\n"
             "                or tf32 (--device cuda only)\n"
@@ -149,7 +152,8 @@ static int predict_image(model *m, config *c, const st_file *f, const char *imag
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     const char *ckpt = NULL, *data = NULL, *image = NULL, *map_path = NULL, *query = NULL,
-               *valid_labels = NULL, *precision_arg = "fp32", *device_arg = "cpu";
+               *valid_labels = NULL, *real_labels = NULL, *precision_arg = "fp32",
+               *device_arg = "cpu";
     int map_block = -1;
     bool use_ema = false;
     int batch_size = 64, threads = 0;
@@ -157,6 +161,7 @@ int main(int argc, char **argv) {
         TEXT_FLAG("--ckpt", &ckpt),
         TEXT_FLAG("--data", &data),
         TEXT_FLAG("--valid-labels", &valid_labels),
+        TEXT_FLAG("--real-labels", &real_labels),
         TEXT_FLAG("--image", &image),
         PNG_FLAG("--attn-map", &map_path),
         TEXT_FLAG("--attn-query", &query),
@@ -179,9 +184,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: --attn-map, --attn-block and --attn-query need --image\n");
         return 2;
     }
-    if (valid_labels && image) {
+    if ((valid_labels || real_labels) && image) {
+        fprintf(stderr, "error: %s scores a folder of images (--data), not --image\n",
+                valid_labels ? "--valid-labels" : "--real-labels");
+        return 2;
+    }
+    if (valid_labels && real_labels) {
         fprintf(stderr,
-                "error: --valid-labels picks the classes scored over --data, not --image\n");
+                "error: --real-labels are of all the model's classes: drop --valid-labels\n");
         return 2;
     }
     if ((query || map_block >= 0) && !map_path) {
@@ -212,6 +222,7 @@ int main(int argc, char **argv) {
     }
     const model_config mc = m->cfg;
     int code = 0, *classes = NULL, n_classes = 0; /* --valid-labels' */
+    label_sets real = {0};                        /* --real-labels' */
     attn_probe probe = {0}, *pp = NULL;
     if (map_path) {
         int blocks = 0, S = mc.img_size;
@@ -235,11 +246,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: --image: %s is a diffusion model (draw images with ./sample)\n",
                 mc.name);
         code = 2;
-    } else if (valid_labels && model_is_diffusion(&mc)) {
+    } else if ((valid_labels || real_labels) && model_is_diffusion(&mc)) {
         fprintf(stderr,
-                "error: --valid-labels: %s is a diffusion model, which scores no classes (eval "
-                "reports its loss)\n",
-                mc.name);
+                "error: %s: %s is a diffusion model, which scores no classes (eval reports its "
+                "loss)\n",
+                valid_labels ? "--valid-labels" : "--real-labels", mc.name);
         code = 2;
     } else if (image) {
         code = predict_image(m, &c, &f, image, pp, map_path);
@@ -270,6 +281,13 @@ int main(int argc, char **argv) {
                 goto done;
             }
         }
+        if (real_labels &&
+            !real_labels_read(&real, real_labels, &ds, mc.num_classes, err, sizeof(err))) {
+            fprintf(stderr, "error: --real-labels: %s\n", err);
+            dataset_free(&ds);
+            code = 1;
+            goto done;
+        }
         class_match match =
             checkpoint_match_classes(&f, &ds, mc.num_classes, classes, n_classes, err, sizeof(err));
         if (!dataset_classes_agree(match, valid_labels ? "--valid-labels" : "--data", err,
@@ -288,7 +306,7 @@ int main(int argc, char **argv) {
         loader_shard(l, dist_rank(), dist_size()); /* under mpirun each rank takes part of every batch */
         bool diffusion = model_is_diffusion(&mc);
         eval_result r = diffusion ? evaluate_diffusion(m, l, 0, batch_size)
-                                  : evaluate(m, l, classes, n_classes);
+                                  : evaluate(m, l, classes, n_classes, real_labels ? &real : NULL);
         if (r.n == 0) { /* (summed over the ranks) */
             if (dist_rank() == 0)
                 fprintf(stderr,
@@ -305,11 +323,20 @@ int main(int argc, char **argv) {
                 ckpt, use_ema ? " (EMA)" : "", data,
                 valid_labels ? ", scoring the classes of " : "", valid_labels ? valid_labels : "",
                 r.top1, r.top5, r.loss, r.n, r.img_per_s);
+        if (dist_rank() == 0 && real_labels && r.n) {
+            if (r.real_n)
+                printf("  ReaL labels of %s: top-1 %.2f%%  top-5 %.2f%%  (%d of the %d images "
+                       "labelled)\n",
+                       real_labels, r.real_top1, r.real_top5, r.real_n, r.n);
+            else
+                printf("  ReaL labels of %s: none of the %d images labelled\n", real_labels, r.n);
+        }
         loader_free(l);
         dataset_free(&ds);
     }
 done: /* errors after the model exists come here too, so that nothing leaks on the way out */
     free(classes);
+    label_sets_free(&real);
     dist_startup_done(code == 0);
     model_free(m);
     config_free(&c);

@@ -71,8 +71,9 @@ typedef struct loader loader;
 typedef struct batch {
     float *images; /* (n, img, img, in_chans) channels-last, normalised */
     int *labels;   /* n */
+    int *samples;  /* n: each image's index in the dataset */
     int n;         /* samples in this batch (the last eval batch may be short) */
-    int skipped;   /* undecodable files replaced in this batch (warned once each, by name) */
+    int skipped;   /* undecodable files left out of this batch (warned once each, by name) */
 } batch;
 
 /* train: shuffled (seed, epoch), augmented, drop_last; else in order with the eval transform. */

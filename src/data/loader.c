@@ -17,7 +17,7 @@ enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY };
 
 typedef struct slot {
     float *images;
-    int *labels;
+    int *labels, *samples;
     int n, skipped, index, state;
 } slot;
 
@@ -76,8 +76,12 @@ static void fill_slot(loader *l, slot *s, int b) {
     s->n = s->skipped = 0;
     for (int i = first; i < last; i++) {
         int idx = l->order[i];
-        if (load_sample(l, idx, s->images + per * s->n)) s->labels[s->n++] = l->d->labels[idx];
-        else s->skipped++;
+        if (load_sample(l, idx, s->images + per * s->n)) {
+            s->labels[s->n] = l->d->labels[idx];
+            s->samples[s->n++] = idx;
+        } else {
+            s->skipped++;
+        }
     }
     s->index = b;
 }
@@ -125,6 +129,7 @@ loader *loader_create(const dataset *d, const augment_config *a, int batch_size,
     for (int i = 0; i < l->n_slots; i++) {
         l->slots[i].images = xmalloc(sizeof(float) * per * (size_t)batch_size);
         l->slots[i].labels = xmalloc(sizeof(int) * (size_t)batch_size);
+        l->slots[i].samples = xmalloc(sizeof(int) * (size_t)batch_size);
     }
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
@@ -141,7 +146,8 @@ void loader_free(loader *l) {
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
     for (int i = 0; i < l->workers; i++) pthread_join(l->threads[i], NULL);
-    for (int i = 0; i < l->n_slots; i++) free(l->slots[i].images), free(l->slots[i].labels);
+    for (int i = 0; i < l->n_slots; i++)
+        free(l->slots[i].images), free(l->slots[i].labels), free(l->slots[i].samples);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l->slots);
@@ -196,6 +202,7 @@ bool loader_next(loader *l, batch *b) {
     pthread_mutex_unlock(&l->mu);
     b->images = s->images;
     b->labels = s->labels;
+    b->samples = s->samples;
     b->n = s->n;
     b->skipped = s->skipped;
     return true;
