@@ -856,6 +856,39 @@ TEST(cli_class_maps_refuse_what_has_no_classes_to_pick) {
            "exit %d:\n%s", code, out);
 }
 
+/* ImageNet-V2's class folders are named 0 to 999 by class number: against a checkpoint of named
+ * classes (a converted one's), folder 10 is class 10, so a 12-class model scores the same images
+ * alike in folders k00 to k11 (its classes) and 0 to 11 (sorted as text, "10" would be class 2) */
+TEST(cli_eval_reads_numbered_class_folders_as_class_numbers) {
+    setup();
+    char out[16384], named[128], numbered[128];
+    /* the 12 classes: rows 0, 1, 2, 0, 1, ... of the head of a 3-class model trained until its
+     * scores tell the classes apart, folder k holding class k mod 3's images (at lr 0, the 12-class
+     * model is the 3-class one 4 times over) */
+    int code = run(
+        out, sizeof(out),
+        "./train --config %s --out %s/runs --set run.name=of_three_learnt --set aug.mixup=0 --set "
+        "train.epochs=8 --set train.lr=0.03 --set train.smoothing=0 --set "
+        "aug.cutmix=0 --set data.val= --quiet && rm -f %s/map12 && for k in 0 1 2 3 4 5 6 7 8 9 10 "
+        "11; do c=$((k %% 3)); n=$(printf k%%02d $k); echo $c >> %s/map12; mkdir -p "
+        "%s/k12/train/$n %s/k12/val/$n %s/v2/$k && cp %s/train/c$c/* %s/k12/train/$n && cp "
+        "%s/val/c$c/* %s/k12/val/$n && cp %s/val/c$c/* %s/v2/$k; done && ./train --config %s "
+        "--out %s/runs --set run.name=twelve --set data.train=%s/k12/train --set "
+        "model.num_classes=12 --set train.init=%s/runs/of_three_learnt/last.safetensors --set "
+        "train.init_class_map=%s/map12 --set train.lr=0 --set train.warmup_lr=0 --set "
+        "train.min_lr=0 --set run.stop_after_steps=1 --set data.val= --quiet && ./eval --ckpt "
+        "%s/runs/twelve/last.safetensors --data %s/k12/val",
+        config_path(), work, work, work, work, work, work, work, work, work, work, work, work,
+        config_path(), work, work, work, work, work, work);
+    scores_of(out, named, sizeof(named));
+    code |= run(out, sizeof(out), "./eval --ckpt %s/runs/twelve/last.safetensors --data %s/v2",
+                work, work);
+    scores_of(out, numbered, sizeof(numbered));
+    EXPECT(code == 0 && named[0] && !strcmp(named, numbered) &&
+               strstr(out, "names its classes apart from the checkpoint ('0' against 'k00'"),
+           "exit %d (named: %s):\n%s", code, named, out);
+}
+
 /* ImageNet-ReaL's labels, a set of right classes per validation image found by its file name: the
  * 12 validation images renamed ILSVRC2012_val_00000001 to 12 (backwards, so that their order in
  * the folders is not theirs in the list), each given a set made from the class eval --image ranks

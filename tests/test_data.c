@@ -85,6 +85,52 @@ TEST(dataset_folder_classes_sorted_and_errors) {
     remove_tree(root);
 }
 
+/* ImageNet-V2 names its class folders 0 to 999 by ImageNet's class numbers: folder 10 is class 10
+ * (sorted as text it would be the third); folders named otherwise sort as text */
+TEST(dataset_numbered_class_folders_in_number_order) {
+    char root[256], err[1024];
+    snprintf(root, sizeof(root), "/tmp/vitc_numbered_%d", (int)getpid());
+    mkdir(root, 0755);
+    unsigned char px[4 * 4] = {0};
+    const char *folders[] = {"9", "10", "0", "11", "2", "1",   "3",
+                             "4", "5",  "6", "7",  "8", "007", "x1"};
+    dataset d;
+    for (int i = 0; i < 14; i++) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", root, folders[i]);
+        mkdir(path, 0755);
+        snprintf(path, sizeof(path), "%s/%s/%s.png", root, folders[i], folders[i]);
+        stbi_write_png(path, 4, 4, 1, px, 4);
+        if (i == 11) { /* 0 to 11 */
+            EXPECT(dataset_open(&d, root, err, sizeof(err)), "%s", err);
+            bool numbered = d.n == 12 && d.n_classes == 12;
+            for (int k = 0; numbered && k < 12; k++) {
+                char name[16];
+                snprintf(name, sizeof(name), "%d", k);
+                numbered =
+                    !strcmp(d.class_names[k], name) && d.labels[k] == k && strstr(d.paths[k], name);
+            }
+            EXPECT(numbered, "class 2 is folder %s, class 10 is %s", d.class_names[2],
+                   d.class_names[10]);
+            dataset_free(&d);
+        } else if (i == 12) { /* "007" is 7, after "7"'s text */
+            EXPECT(dataset_open(&d, root, err, sizeof(err)), "%s", err);
+            EXPECT(d.n_classes == 13 && !strcmp(d.class_names[7], "007") &&
+                       !strcmp(d.class_names[8], "7") && !strcmp(d.class_names[12], "11"),
+                   "classes 7, 8, 12: %s %s %s", d.class_names[7], d.class_names[8],
+                   d.class_names[12]);
+            dataset_free(&d);
+        }
+    }
+    EXPECT(dataset_open(&d, root, err, sizeof(err)), "%s", err);
+    EXPECT(d.n_classes == 14 && !strcmp(d.class_names[2], "1") && !strcmp(d.class_names[3], "10") &&
+               !strcmp(d.class_names[13], "x1"),
+           "classes 2, 3, 13 as text: %s %s %s", d.class_names[2], d.class_names[3],
+           d.class_names[13]);
+    dataset_free(&d);
+    remove_tree(root);
+}
+
 TEST(dataset_list_file) {
     char root[256], err[1024], list[512];
     make_folder(root, sizeof(root), 2, 2, 8);

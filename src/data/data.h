@@ -1,8 +1,9 @@
 /* Image classification data: ImageNet-style folders (root/<class>/<image>, class index = sorted
- * folder name, as torchvision's ImageFolder) or a list file of "path label" lines; decoding with
- * stb_image; train augmentation (RandomResizedCrop, flip, RandAugment, colour jitter, random
- * erasing) and eval transform (resize by crop_pct, center crop); a prefetching loader on worker
- * threads whose output depends only on (seed, epoch, sample index), never on the thread count. */
+ * folder name, as torchvision's ImageFolder, or the number order of folders named by numbers alone,
+ * as ImageNet-V2's) or a list file of "path label" lines; decoding with stb_image; train
+ * augmentation (RandomResizedCrop, flip, RandAugment, colour jitter, random erasing) and eval
+ * transform (resize by crop_pct, center crop); a prefetching loader on worker threads whose output
+ * depends only on (seed, epoch, sample index), never on the thread count. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,7 +15,7 @@ typedef struct dataset {
     char **paths;
     int *labels;
     int n;
-    char **class_names; /* sorted folder names (list files: "0", "1", ...) */
+    char **class_names; /* sorted folder names (as numbers where all are; lists: "0", "1", ...) */
     int n_classes;
     char *root;  /* the folder or list file opened */
     bool listed; /* from a list file, whose labels are class indices */

@@ -1,6 +1,7 @@
 /* Dataset indexing: a folder of class folders (sorted names = class indices, as torchvision's
- * ImageFolder) or a list file of "path label" lines. Files are not opened here: those not named as
- * images are left out, and unreadable ones are found, warned about and skipped by the loader. */
+ * ImageFolder; numbered folders in number order) or a list file of "path label" lines. Files are
+ * not opened here: those not named as images are left out, and unreadable ones are found, warned
+ * about and skipped by the loader. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +15,23 @@
 #include "data.h"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* names of digits alone, by their numbers (then as text: "07" before "7") */
+static int cmp_number(const void *a, const void *b) {
+    const char *x = *(char *const *)a, *y = *(char *const *)b, *sx = x, *sy = y;
+    while (*sx == '0' && sx[1]) sx++;
+    while (*sy == '0' && sy[1]) sy++;
+    size_t lx = strlen(sx), ly = strlen(sy);
+    if (lx != ly) return lx < ly ? -1 : 1;
+    int c = strcmp(sx, sy);
+    return c ? c : strcmp(x, y);
+}
+
+static bool all_numbers(char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (!names[i][0] || strspn(names[i], "0123456789") != strlen(names[i])) return false;
+    return true;
+}
 
 /* sorted names of the entries of dir that are directories (want_dirs) or regular files, skipping
  * hidden ones; NULL with err set if dir cannot be read */
@@ -71,6 +89,10 @@ static bool open_folder(dataset *d, const char *root, char *err, size_t err_len)
         snprintf(err, err_len, "%s has no class folders (expected %s/<class>/<image>)", root, root);
         return false;
     }
+    /* ImageNet-V2's folders 0 to 999 are ImageNet's class numbers: "10" is class 10, not the third
+     * (timm sorts names by their numbers too) */
+    if (all_numbers(classes, n_classes))
+        qsort(classes, (size_t)n_classes, sizeof(char *), cmp_number);
     d->class_names = classes;
     d->n_classes = n_classes;
     for (int c = 0; c < n_classes; c++) {
