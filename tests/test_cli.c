@@ -662,6 +662,19 @@ TEST(cli_fine_tuning_starts_from_a_checkpoint) {
     EXPECT(code == 1 && strstr(out, "error: train.init: train.init_class_map: ") &&
                strstr(out, "/class_map: 1 rows for the model's 2 classes (model.num_classes)"),
            "exit %d:\n%s", code, out);
+    /* a checkpoint without a head has no rows to pick */
+    char from[600], headless[600];
+    snprintf(from, sizeof(from), "%s/base/last.safetensors", runs);
+    snprintf(headless, sizeof(headless), "%s/headless.safetensors", work);
+    EXPECT(tiny_run_copy_without(from, headless, "head.weight", err, sizeof(err)), "%s", err);
+    code = run(out, sizeof(out),
+               "printf '2\\n0\\n' > %s/class_map && ./train --config %s --out %s/runs --set "
+               "run.name=headless_map --set data.train=%s/two/train --set model.num_classes=2 "
+               "--set train.init=%s --set train.init_class_map=%s/class_map %s",
+               work, config_path(), work, work, headless, work, still);
+    EXPECT(code == 1 && strstr(out, "/headless.safetensors has no classifier head (head.weight) "
+                                    "for train.init_class_map "),
+           "exit %d:\n%s", code, out);
     /* the same classes: every tensor loads, no note */
     code = run(out, sizeof(out),
                "./train --config %s --out %s/runs --set run.name=same --set "

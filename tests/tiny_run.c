@@ -141,3 +141,32 @@ bool tiny_run_rows_equal(const st_file *a, const st_file *b, const char *name, c
     free(x), free(y);
     return equal;
 }
+
+bool tiny_run_copy_without(const char *from, const char *to, const char *name, char *err,
+                           size_t err_len) {
+    st_file f;
+    if (!st_read(&f, from, err, err_len)) return false;
+    st_writer w;
+    st_writer_init(&w);
+    float **data = xcalloc((size_t)f.n + 1, sizeof(float *));
+    bool ok = true;
+    for (int i = 0; ok && i < f.n; i++) {
+        const st_entry *e = &f.entries[i];
+        if (!strcmp(e->name, name)) continue;
+        int shape[ST_MAX_DIMS];
+        for (int d = 0; d < e->ndim; d++) shape[d] = (int)e->shape[d];
+        data[i] = xmalloc(sizeof(float) * (size_t)(e->numel ? e->numel : 1));
+        ok = st_to_f32(e, data[i]);
+        if (ok)
+            st_add(&w, e->name, data[i], e->ndim, shape);
+        else
+            snprintf(err, err_len, "%s: %s is not a float tensor", from, e->name);
+    }
+    for (int i = 0; i < f.n_meta; i++) st_add_meta(&w, f.meta_keys[i], f.meta_values[i]);
+    ok = ok && st_write(&w, to, err, err_len);
+    for (int i = 0; i < f.n; i++) free(data[i]);
+    free(data);
+    st_writer_free(&w);
+    st_close(&f);
+    return ok;
+}

@@ -27,3 +27,6 @@ double tiny_run_abs_max(const struct st_file *f, const char *name);
 /* whether row i of a's tensor name (n rows) equals row rows[i] of b's, bit for bit, for every i */
 bool tiny_run_rows_equal(const struct st_file *a, const struct st_file *b, const char *name,
                          const int *rows, int n);
+/* a copy of the safetensors file from at to, every tensor (as float32) and metadata but name's */
+bool tiny_run_copy_without(const char *from, const char *to, const char *name, char *err,
+                           size_t err_len);
