@@ -165,18 +165,33 @@ TEST(dist_killed_rank_ends_the_job_and_the_checkpoint_resumes) {
 }
 
 /* evaluation under mpirun: every rank takes part of every batch (uneven parts: batches of 5 over 2
- * and 3 ranks, the last batch 2 images), and the counts add up to the 1-process result exactly */
+ * and 3 ranks, the last batch 2 images), and the counts add up to the 1-process result exactly,
+ * ImageNet-ReaL's too (the 12 images renamed as ImageNet's validation files, with label sets of
+ * their own) */
 TEST(dist_sharded_evaluation_counts_as_one_process) {
     if (!have_mpirun()) SKIP("needs mpirun (Debian's openmpi-bin, which make test installs as root)");
-    char out[16384], lines[3][512];
+    char out[16384], lines[3][512], real[3][256];
     int code = train(0, "judged", 12, out, sizeof(out));
+    EXPECT(code == 0, "exited %d:\n%s", code, out);
+    const char *dir = tiny_run_dir();
+    code = run(out, sizeof(out),
+               "for c in 0 1 2; do mkdir -p %s/dist_real/c$c; for i in 0 1 2 3; do cp "
+               "%s/val/c$c/00$i.png $(printf %s/dist_real/c$c/ILSVRC2012_val_%%08d.JPEG $((4 * c + "
+               "i + 1))); done; done && echo '[[0], [], [1, 2], [2], [1], [0, 1], [], [2], [0], "
+               "[1], [2, 0], [2]]' > %s/dist_real.json",
+               dir, dir, dir, dir);
     EXPECT(code == 0, "exited %d:\n%s", code, out);
     for (int ranks = 1; ranks <= 3; ranks++) {
         char launcher[160] = "";
         if (ranks > 1) snprintf(launcher, sizeof(launcher), MPIRUN "%d ", ranks);
-        code = run(out, sizeof(out), "%s./eval --ckpt %s/runs/judged/last.safetensors --batch 5", launcher,
-                   tiny_run_dir());
-        EXPECT(code == 0 && strstr(out, "top-1"), "eval on %d ranks exited %d:\n%s", ranks, code, out);
+        code = run(out, sizeof(out),
+                   "%s./eval --ckpt %s/runs/judged/last.safetensors --batch 5 --data %s/dist_real "
+                   "--real-labels %s/dist_real.json",
+                   launcher, dir, dir, dir);
+        EXPECT(code == 0 && strstr(out, "top-1") && strstr(out, "ReaL labels of "),
+               "eval on %d ranks exited %d:\n%s", ranks, code, out);
+        snprintf(real[ranks - 1], sizeof(real[0]), "%.250s",
+                 strstr(out, "ReaL labels of ") ? strstr(out, "ReaL labels of ") : "");
         /* the line without its throughput */
         char *comma = strstr(out, " images, ");
         if (comma) *comma = 0;
@@ -184,6 +199,9 @@ TEST(dist_sharded_evaluation_counts_as_one_process) {
     }
     EXPECT(!strcmp(lines[0], lines[1]) && !strcmp(lines[0], lines[2]), "1 process: %s\n2 ranks: %s\n3 ranks: %s",
            lines[0], lines[1], lines[2]);
+    EXPECT(!strcmp(real[0], real[1]) && !strcmp(real[0], real[2]) &&
+               strstr(real[0], "(10 of the 12 images labelled)"),
+           "1 process: %s\n2 ranks: %s\n3 ranks: %s", real[0], real[1], real[2]);
     EXPECT(strstr(lines[0], "(12"), "all 12 validation images: %s", lines[0]);
 }
 
