@@ -898,7 +898,9 @@ TEST(cli_eval_reads_numbered_class_folders_as_class_numbers) {
                 work, work);
     scores_of(out, numbered, sizeof(numbered));
     EXPECT(code == 0 && named[0] && !strcmp(named, numbered) &&
-               strstr(out, "names its classes apart from the checkpoint ('0' against 'k00'"),
+               strstr(out, "names its classes apart from the checkpoint ('0' against 'k00' for "
+                           "label 0): its class folders are numbered (as ImageNet-V2's): folder K "
+                           "is class K"),
            "exit %d (named: %s):\n%s", code, named, out);
 }
 

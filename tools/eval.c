@@ -289,7 +289,8 @@ int main(int argc, char **argv) {
             goto done;
         }
         class_match match =
-            checkpoint_match_classes(&f, &ds, mc.num_classes, classes, n_classes, err, sizeof(err));
+            dataset_numbered_classes(&ds, checkpoint_match_classes(&f, &ds, mc.num_classes, classes,
+                                                                   n_classes, err, sizeof(err)));
         if (!dataset_classes_agree(match, valid_labels ? "--valid-labels" : "--data", err,
                                    dist_rank() == 0)) {
             dataset_free(&ds);

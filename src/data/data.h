@@ -1,9 +1,8 @@
 /* Image classification data: ImageNet-style folders (root/<class>/<image>, class index = sorted
- * folder name, as torchvision's ImageFolder, or the number order of folders named by numbers alone,
- * as ImageNet-V2's) or a list file of "path label" lines; decoding with stb_image; train
- * augmentation (RandomResizedCrop, flip, RandAugment, colour jitter, random erasing) and eval
- * transform (resize by crop_pct, center crop); a prefetching loader on worker threads whose output
- * depends only on (seed, epoch, sample index), never on the thread count. */
+ * folder name, as torchvision's ImageFolder) or a list file of "path label" lines; decoding with
+ * stb_image; train augmentation (RandomResizedCrop, flip, RandAugment, colour jitter, random
+ * erasing) and eval transform (resize by crop_pct, center crop); a prefetching loader on worker
+ * threads whose output depends only on (seed, epoch, sample index), never on the thread count. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,7 +14,7 @@ typedef struct dataset {
     char **paths;
     int *labels;
     int n;
-    char **class_names; /* sorted folder names (as numbers where all are; lists: "0", "1", ...) */
+    char **class_names; /* sorted folder names (list files: "0", "1", ...) */
     int n_classes;
     char *root;  /* the folder or list file opened */
     bool listed; /* from a list file, whose labels are class indices */
@@ -35,7 +34,7 @@ bool dataset_open(dataset *d, const char *root, char *err, size_t err_len);
 void dataset_note(const dataset *d, const char *key);
 void dataset_free(dataset *d);
 
-typedef enum { CLASSES_MATCH, CLASSES_NAMED_APART, CLASSES_DIFFER } class_match;
+typedef enum { CLASSES_MATCH, CLASSES_NAMED_APART, CLASSES_NUMBERED, CLASSES_DIFFER } class_match;
 
 /* Whether d's labels mean the classes `names` (n of them, in label order) of `whose` (say, "the
  * checkpoint") mean: every class folder at its name's label (whose's last classes may be absent).
@@ -46,8 +45,14 @@ typedef enum { CLASSES_MATCH, CLASSES_NAMED_APART, CLASSES_DIFFER } class_match;
  * shows both names of label 0. A list file's labels are indices and only need to be below n. */
 class_match dataset_match_classes(const dataset *d, const char *const *names, int n,
                                   const char *whose, char *err, size_t err_len);
+/* Where d's classes are named apart (match CLASSES_NAMED_APART) and its class folders are numbered
+ * 0 to n_classes - 1, as ImageNet-V2's are by ImageNet's class numbers: folder K takes label K
+ * (sorted as text, "10" would be third), class_names following, and CLASSES_NUMBERED is returned.
+ * Any other match is returned as it is. */
+class_match dataset_numbered_classes(dataset *d, class_match match);
 /* A match told: "error: KEY: WHY" where the classes differ (false), "note: KEY: WHY: labels follow
- * the class folders' sorted order" where they are named apart (from the lead process alone). */
+ * the class folders' sorted order" where they are named apart, "...: folder K is class K" where
+ * numbered (from the lead process alone). */
 bool dataset_classes_agree(class_match match, const char *key, const char *why, bool lead);
 
 typedef struct augment_config {

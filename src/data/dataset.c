@@ -1,7 +1,6 @@
 /* Dataset indexing: a folder of class folders (sorted names = class indices, as torchvision's
- * ImageFolder; numbered folders in number order) or a list file of "path label" lines. Files are
- * not opened here: those not named as images are left out, and unreadable ones are found, warned
- * about and skipped by the loader. */
+ * ImageFolder) or a list file of "path label" lines. Files are not opened here: those not named as
+ * images are left out, and unreadable ones are found, warned about and skipped by the loader. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -15,23 +14,6 @@
 #include "data.h"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* names of digits alone, by their numbers (then as text: "07" before "7") */
-static int cmp_number(const void *a, const void *b) {
-    const char *x = *(char *const *)a, *y = *(char *const *)b, *sx = x, *sy = y;
-    while (*sx == '0' && sx[1]) sx++;
-    while (*sy == '0' && sy[1]) sy++;
-    size_t lx = strlen(sx), ly = strlen(sy);
-    if (lx != ly) return lx < ly ? -1 : 1;
-    int c = strcmp(sx, sy);
-    return c ? c : strcmp(x, y);
-}
-
-static bool all_numbers(char *const *names, int n) {
-    for (int i = 0; i < n; i++)
-        if (!names[i][0] || strspn(names[i], "0123456789") != strlen(names[i])) return false;
-    return true;
-}
 
 /* sorted names of the entries of dir that are directories (want_dirs) or regular files, skipping
  * hidden ones; NULL with err set if dir cannot be read */
@@ -89,10 +71,6 @@ static bool open_folder(dataset *d, const char *root, char *err, size_t err_len)
         snprintf(err, err_len, "%s has no class folders (expected %s/<class>/<image>)", root, root);
         return false;
     }
-    /* ImageNet-V2's folders 0 to 999 are ImageNet's class numbers: "10" is class 10, not the third
-     * (timm sorts names by their numbers too) */
-    if (all_numbers(classes, n_classes))
-        qsort(classes, (size_t)n_classes, sizeof(char *), cmp_number);
     d->class_names = classes;
     d->n_classes = n_classes;
     for (int c = 0; c < n_classes; c++) {
@@ -234,11 +212,46 @@ class_match dataset_match_classes(const dataset *d, const char *const *names, in
     return CLASSES_DIFFER;
 }
 
+/* the number a class folder's name is (digits alone, no leading zero), else -1 */
+static long folder_number(const char *name) {
+    size_t len = strlen(name);
+    if (!len || len > 9 || strspn(name, "0123456789") != len || (name[0] == '0' && len > 1))
+        return -1;
+    return strtol(name, NULL, 10);
+}
+
+class_match dataset_numbered_classes(dataset *d, class_match match) {
+    if (match != CLASSES_NAMED_APART || d->listed) return match;
+    int n = d->n_classes, *label = xmalloc(sizeof(int) * (size_t)n);
+    unsigned char *taken = xcalloc((size_t)n, 1);
+    bool numbered = true;
+    for (int c = 0; numbered && c < n; c++) {
+        long k = folder_number(d->class_names[c]);
+        numbered = k >= 0 && k < n && !taken[k];
+        if (numbered) taken[k] = 1, label[c] = (int)k;
+    }
+    if (numbered) {
+        char **names = xmalloc(sizeof(char *) * (size_t)n);
+        for (int c = 0; c < n; c++) names[label[c]] = d->class_names[c];
+        free(d->class_names);
+        d->class_names = names;
+        for (int i = 0; i < d->n; i++) d->labels[i] = label[d->labels[i]];
+    }
+    free(label);
+    free(taken);
+    return numbered ? CLASSES_NUMBERED : match;
+}
+
 bool dataset_classes_agree(class_match match, const char *key, const char *why, bool lead) {
     if (match == CLASSES_DIFFER)
         fprintf(stderr, "error: %s: %s\n", key, why);
     else if (match == CLASSES_NAMED_APART && lead)
         fprintf(stderr, "note: %s: %s: labels follow the class folders' sorted order\n", key, why);
+    else if (match == CLASSES_NUMBERED && lead)
+        fprintf(stderr,
+                "note: %s: %s: its class folders are numbered (as ImageNet-V2's): folder K is "
+                "class K\n",
+                key, why);
     return match != CLASSES_DIFFER;
 }
 

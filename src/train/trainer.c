@@ -384,9 +384,9 @@ static bool open_datasets(run *r) {
     if (r->lead) dataset_note(&r->val_ds, "data.val");
     char whose[4200];
     snprintf(whose, sizeof(whose), "data.train (%s)", r->t.train_dir);
-    class_match match =
-        dataset_match_classes(&r->val_ds, (const char *const *)r->train_ds.class_names,
-                              r->train_ds.n_classes, whose, err, sizeof(err));
+    class_match match = dataset_numbered_classes(
+        &r->val_ds, dataset_match_classes(&r->val_ds, (const char *const *)r->train_ds.class_names,
+                                          r->train_ds.n_classes, whose, err, sizeof(err)));
     return dataset_classes_agree(match, "data.val", err, dist_rank() == 0);
 }
 
