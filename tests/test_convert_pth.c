@@ -79,8 +79,18 @@ TEST(convert_pth_names_imagenet_classes_and_its_errors) {
     remove(path);
     code = run(out, sizeof(out), CONVERT " tests/fixtures/official_swin_agent_zip.pth %s --model agent_swin_t --ema",
                path);
-    EXPECT(code != 0 && strstr(out, "error: tests/fixtures/official_swin_agent_zip.pth: --ema given but") &&
+    EXPECT(code != 0 && strstr(out, "error: tests/fixtures/official_swin_agent_zip.pth: --ema given but the "
+                                   "checkpoint has no 'state_dict_ema' (nor 'model_ema', nor 'ema')") &&
                !strstr(out, "Traceback"), "exit %d:\n%s", code, out);
+    /* the EMA weights under each name the official training scripts give them, before 'model' */
+    const char *ema_keys[] = {"state_dict_ema", "model_ema", "ema"};
+    for (int i = 0; i < 3; i++) {
+        code = run(out, sizeof(out),
+                   "python3 -S -c \"import sys; sys.path.insert(0, 'tools'); import convert_pth; "
+                   "print(convert_pth.state_dict_of({'model': {'w': 1}, '%s': {'w': 2}}, True))\"",
+                   ema_keys[i]);
+        EXPECT(code == 0 && strstr(out, "{'w': 2}"), "%s: exit %d:\n%s", ema_keys[i], code, out);
+    }
     snprintf(bad, sizeof(bad), "/tmp/vitc_convert_%d.pth", (int)getpid());
     FILE *b = fopen(bad, "w");
     fprintf(b, "not a checkpoint\n");

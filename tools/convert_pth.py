@@ -5,7 +5,7 @@ PVT / CSwin / DeiT release, or a state_dict saved from tools/ref) into a .safete
 (relative_position_index, attn_mask), and the model config in the header. A 1000-class head gets
 the ImageNet class names (tools/imagenet_classes.txt), so `eval --image` prints them; `--classes FILE`
 (one name a line) names another head's. `--ema` takes the EMA weights (timm's 'state_dict_ema',
-DeiT's 'model_ema') instead of 'model' / 'state_dict'.
+DeiT's 'model_ema', DiT's and SiT's 'ema') instead of 'model' / 'state_dict'.
 
     tools/convert_pth.py agent_swin_t.pth agent_swin_t.safetensors --model agent_swin_t
     tools/convert_pth.py cswin.pth out.safetensors --model agent_cswin_t --ema
@@ -269,10 +269,11 @@ def load(path):
 
 def state_dict_of(obj, ema):
     if isinstance(obj, dict) and ema:
-        for key in ("state_dict_ema", "model_ema"):  # timm's train.py, DeiT's main.py
+        # timm's train.py, DeiT's main.py, DiT's and SiT's train.py
+        for key in ("state_dict_ema", "model_ema", "ema"):
             if key in obj and isinstance(obj[key], dict):
                 return obj[key]
-        raise ConvertError("--ema given but the checkpoint has no 'state_dict_ema' (nor 'model_ema')")
+        raise ConvertError("--ema given but the checkpoint has no 'state_dict_ema' (nor 'model_ema', nor 'ema')")
     if isinstance(obj, dict):
         for key in ("model", "state_dict"):
             if key in obj and isinstance(obj[key], dict):
@@ -311,7 +312,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--model", help="a vitc registry name (e.g. agent_swin_t)")
     ap.add_argument("--config", help="a vitc config JSON whose model section describes the network")
-    ap.add_argument("--ema", action="store_true", help="convert the EMA weights (state_dict_ema or model_ema)")
+    ap.add_argument("--ema", action="store_true", help="convert the EMA weights (state_dict_ema, model_ema or ema)")
     ap.add_argument("--classes", help="class names, one per line (default: ImageNet's for 1000 classes)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra model keys, e.g. --set num_classes=10")
