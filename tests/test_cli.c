@@ -984,18 +984,20 @@ TEST(cli_eval_scores_real_labels_by_file_name) {
         EXPECT(code == 1 && strstr(out, bad[i].message) && !strstr(out, "top-1"),
                "%s: exit %d:\n%s", bad[i].json, code, out);
     }
-    code = run(out, sizeof(out),
-               "./eval --ckpt %s/runs/real_labelled/last.safetensors --data %s/real --real-labels "
-               "%s --valid-labels %s",
-               work, work, path, path);
-    EXPECT(code == 2 && strstr(out, "error: --real-labels are of all the model's classes: drop "
-                                    "--valid-labels"),
-           "exit %d:\n%s", code, out);
-    code = run(out, sizeof(out),
-               "./eval --ckpt %s/runs/real_labelled/last.safetensors --image "
-               "%s/real/c0/ILSVRC2012_val_00000012.JPEG --real-labels %s",
-               work, work, path);
-    EXPECT(code == 2 && strstr(out, "error: --real-labels scores a folder of images (--data), "
-                                    "not --image"),
-           "exit %d:\n%s", code, out);
+    /* usage errors: with --valid-labels, with --image */
+    const struct {
+        const char *data, *also, *message;
+    } refused[] = {
+        {"--data", "--valid-labels", "error: --real-labels are of all the model's classes: drop"},
+        {"--image", "", "error: --real-labels scores a folder of images (--data), not --image"},
+    };
+    for (int i = 0; i < 2; i++) {
+        code = run(out, sizeof(out),
+                   "./eval --ckpt %s/runs/real_labelled/last.safetensors %s %s/real%s "
+                   "--real-labels %s %s %s",
+                   work, refused[i].data, work, i ? "/c0/ILSVRC2012_val_00000012.JPEG" : "", path,
+                   refused[i].also, refused[i].also[0] ? path : "");
+        EXPECT(code == 2 && strstr(out, refused[i].message), "%s: exit %d:\n%s", refused[i].also,
+               code, out);
+    }
 }
