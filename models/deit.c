@@ -1,6 +1,7 @@
 /* DeiT (Touvron et al.) as the Agent-Attention repo builds it: conv patch embedding, class token,
- * learned position embedding, pre-norm blocks (LN eps 1e-6), class-token head. No distillation
- * token. Each block's attention is any registered core on a (1 + G*G)-token sequence. */
+ * learned position embedding, pre-norm blocks (LN eps 1e-6), class-token head (the last block past
+ * its attention on the class token alone: what the head reads). No distillation token. Each block's
+ * attention is any registered core on a (1 + G*G)-token sequence. */
 #include "../src/core/arena.h"
 #include "../src/core/check.h"
 #include "../src/nn/layers.h"
@@ -82,6 +83,12 @@ static tensor *deit_forward(model *m, tensor *images, const forward_opts *o) {
         nn_linear_chunks(&b->qkv, op_layernorm(x, n1->w, n1->b, n1->eps, &attn_dp), 3, qkv);
         /* the block's input: the output's storage in inference (op_mlp_residual's into) */
         tensor *a = attn_forward(b->core, qkv[0], qkv[1], qkv[2]), *input = x;
+        /* the head reads the class token alone: the last block's projection and MLP run on its
+         * row, the other rows' outputs reaching nothing (attention needs every row's keys) */
+        if (i == d->depth - 1 && !o->every_token) {
+            x = op_slice(x, 1, 0, 1), a = op_slice(a, 1, 0, 1);
+            input = NULL;
+        }
         x = op_residual_linear(x, a, b->proj.w, b->proj.b, false, &attn_dp);
         drop_path mlp_dp = op_drop_path(dp, o->rng, B);
         x = nn_mlp_residual(&b->mlp, &b->norm2, x, &mlp_dp, input);

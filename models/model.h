@@ -68,6 +68,9 @@ typedef struct forward_opts {
      * token or the mean token after the final norm) is copied here, e.g. for the Frechet distance
      * of generated samples */
     float *features;
+    /* DeiT runs its last block's projection and MLP on the class token alone, the only row its head
+     * reads; set, it runs them on every token, as the official code does (MAC counts as theirs) */
+    bool every_token;
 } forward_opts;
 
 typedef struct backbone {

@@ -52,7 +52,7 @@ double model_macs(model *m) {
     bool prev = tape_set_grad_enabled(false);
     arena_mark mark = arena_get_mark(&vitc_arena);
     tensor *x = tensor_zeros(4, (int[]){1, c->img_size, c->img_size, c->in_chans});
-    forward_opts fo = {.train = false};
+    forward_opts fo = {.train = false, .every_token = true};
     op_macs = 0;
     model_forward(m, x, &fo);
     double macs = op_macs;

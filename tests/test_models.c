@@ -200,6 +200,32 @@ TEST(models_macs_match_the_official_counts) {
     }
 }
 
+/* DeiT's head reads the class token alone, so its last block runs the projection, norm2, the MLP
+ * and the final norm on that row: (N - 1) rows of C (C + 2 H + 10) MACs fewer than every token's
+ * (each norm counts 5 a value), whatever the attention */
+TEST(deit_last_block_runs_its_projection_and_mlp_on_the_class_token) {
+    const char *names[] = {"deit_t", "agent_deit_t", "flatten_deit_t"};
+    for (int i = 0; i < 3; i++) {
+        model_config mc;
+        registry_config(&mc, names[i], NULL);
+        model *m = model_create(&mc, 0);
+        model_macs(m); /* (agent attention builds its biases once, at its first inference) */
+        double every = model_macs(m);
+        bool prev = tape_set_grad_enabled(false);
+        tensor *x = tensor_zeros(4, (int[]){1, mc.img_size, mc.img_size, mc.in_chans});
+        op_macs = 0;
+        model_forward(m, x, &(forward_opts){.train = false});
+        double cls_only = op_macs;
+        tape_set_grad_enabled(prev);
+        double N = 1 + (mc.img_size / mc.patch_size) * (mc.img_size / mc.patch_size),
+               C = mc.embed_dim[0], H = C * mc.mlp_ratio[0];
+        EXPECT(every - cls_only == (N - 1) * C * (C + 2 * H + 10), "%s: %.0f MACs fewer, want %.0f",
+               names[i], every - cls_only, (N - 1) * C * (C + 2 * H + 10));
+        model_free(m);
+        arena_reset(&vitc_arena);
+    }
+}
+
 /* every JSON file in configs/ (the paper models, the demo) resolves and validates every section; its
  * model either is a registered one (run at a tiny size by the registry test above) or describes its
  * own architecture, which then builds */
